@@ -1,0 +1,168 @@
+// libhpshmem: one-sided communication over a symmetric heap, for the ranks of
+// one job on Linux hosts. Framework-agnostic; usable from C++ alone.
+//
+// Model (OpenSHMEM-like): every rank (PE) owns a heap of the same size in
+// shared memory that the other ranks on its host map directly. Collective
+// allocations done in the same order on every rank return the same offset
+// everywhere, so Ptr(local, pe) is the peer's copy of the same object.
+//
+// Units: every size in this header is in BYTES. Every call returns a Status;
+// none throws. Collective calls must be made by every rank, in the same order,
+// from one thread per rank. Non-collective calls are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hpshmem/status.h"
+
+namespace hpshmem {
+
+// ---------------------------------------------------------------- bootstrap
+
+constexpr size_t kUniqueIdBytes = 128;
+
+// Opaque rendezvous token: address and port of rank 0's bootstrap listener,
+// a job id and a per-job secret. Treat it like a password: whoever holds it
+// may join the job.
+struct UniqueId {
+  unsigned char bytes[kUniqueIdBytes];
+};
+
+// Opens the bootstrap listener (a port chosen by the kernel) in THIS process,
+// which must then be the process that calls Init as rank 0, and describes it
+// in `out`. `host` is the address to bind and advertise; empty means
+// $HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST, else 127.0.0.1.
+// Errors: kSystem (socket calls), kInvalidArgument (bad host).
+Status GetUniqueId(UniqueId* out, const std::string& host = "");
+
+// ---------------------------------------------------------------- lifecycle
+
+struct InitAttr {
+  int rank = -1;    // this process's rank, 0 <= rank < nranks
+  int nranks = 0;   // number of ranks in the job
+  // Rendezvous: exactly one of these (unique_id wins when both are given).
+  // With neither, $HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT is used.
+  const UniqueId* unique_id = nullptr;
+  std::string endpoint;  // "tcp://host:port"; rank 0 listens there
+  // Overrides of the environment; 0 means "take it from the environment".
+  size_t heap_bytes = 0;     // SYMMETRIC_MEMORY_HEAP_SIZE (default 1 GiB)
+  double timeout_sec = 0;    // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (default 120)
+  int block_dim = 0;         // HYPER_PARALLEL_SHMEM_BLOCK_DIM (default 1)
+};
+
+// Collective. Connects the ranks, creates and maps the heaps. Fails (no hang)
+// with kBootstrap/kTimeout naming the missing ranks when a rank does not show
+// up within the timeout. Errors: kInvalidArgument, kBootstrap, kTimeout,
+// kCollectiveMismatch (heap sizes differ), kUnsupported (ranks on several
+// hosts), kSystem.
+Status Init(const InitAttr& attr);
+
+// Collective. Barrier, then releases every resource of the runtime (threads,
+// sockets, mappings). Resources are released even when the barrier fails (a
+// dead peer); the failure is still returned.
+Status Finalize();
+
+bool IsInitialized();
+int MyPe();     // -1 when not initialized
+int NPes();     // 0 when not initialized
+
+// ---------------------------------------------------------------- heap
+
+// Collective allocation of `bytes` (may be 0) aligned to 64 bytes, or
+// `alignment` (a power of two, at most 2 MiB). Every rank must ask for the same sizes in the
+// same order: this is verified, and a disagreement returns
+// kCollectiveMismatch on every rank instead of aliasing memory.
+// Errors: kOutOfMemory (says what is live), kCollectiveMismatch,
+// kInvalidArgument, kPeerDead, kTimeout.
+Status Malloc(size_t bytes, void** out);
+Status Calloc(size_t count, size_t size, void** out);  // zero-filled
+Status AlignedAlloc(size_t alignment, size_t bytes, void** out);
+
+// Collective. Errors: kInvalidFree (double free, pointer not from Malloc) —
+// reported on every rank, since the ranks compare their calls.
+Status Free(void* ptr);
+
+// Address of the object `local` (in this rank's heap) on rank `pe`, for
+// direct loads/stores; nullptr when `local` is not in the heap, pe is out of
+// range, or pe is not directly reachable.
+void* Ptr(const void* local, int pe);
+
+// True when [p, p + bytes) lies within this rank's heap.
+bool IsSymmetric(const void* p, size_t bytes);
+
+// ---------------------------------------------------------------- RMA
+
+// Copies `bytes` from local `src` to symmetric `dest` on rank `pe`. Blocking:
+// on return the data is in the target's heap. Single-threaded; see
+// hpshmem/ops.h for the block_dim-parallel versions.
+// Errors: kNotInitialized, kInvalidArgument (pe, ranges).
+Status PutMem(void* dest, const void* src, size_t bytes, int pe);
+
+// Copies `bytes` from symmetric `src` on rank `pe` into local `dest`.
+Status GetMem(void* dest, const void* src, size_t bytes, int pe);
+
+// ---------------------------------------------------------------- signals
+
+enum class SignalOp : int { kSet = 0, kAdd = 1 };
+enum class SignalType : int { kInt32 = 4, kInt64 = 8 };  // value = width in bytes
+enum class Cmp : int { kEq = 0, kGt = 1, kLt = 2, kNe = 3, kGe = 4, kLe = 5 };
+
+const char* CmpName(Cmp cmp);  // "==", ">", ...
+
+// Atomically sets or adds `value` to the signal word `sig` (symmetric,
+// naturally aligned) on rank `pe`, with release ordering after every earlier
+// put from this thread, and wakes that rank's sleeping waiters.
+// Errors: kNotInitialized, kInvalidArgument, kTypeError (misaligned).
+Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe);
+
+// Checks the arguments of Signal without touching memory (same errors).
+Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp op, int pe);
+
+// Put, release fence, then Signal: a rank that observes the signal observes
+// every byte of the put.
+Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig,
+                    SignalType type, int64_t value, SignalOp op, int pe);
+
+// Blocks until the local signal word `sig` compares true with `value`
+// (signed), spinning briefly, then yielding, then sleeping on a futex.
+// Stores the observed value in *observed (may be null). `label` names the
+// signal in error messages (e.g. "signal[3]"); null names the heap offset.
+// Errors: kTimeout (rank, signal, relation, last value), kPeerDead (names the
+// dead rank), kInvalidArgument, kTypeError.
+Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
+                       int64_t* observed, const char* label = nullptr);
+
+// Reads a local signal word atomically.
+Status SignalFetch(const void* sig, SignalType type, int64_t* out);
+
+// Orders earlier puts before later puts/signals to each target.
+Status Fence();
+// Completes every earlier put of this rank (puts are blocking, so this is a
+// fence; kept for OpenSHMEM parity).
+Status Quiet();
+// Collective. Quiet, then waits for every rank. Errors: kTimeout, kPeerDead.
+Status Barrier();
+
+// ---------------------------------------------------------------- config / diagnostics
+
+// Effective settings, read once at Init.
+struct RuntimeInfo {
+  int rank = -1, nranks = 0;
+  size_t heap_bytes = 0;
+  double timeout_sec = 0;
+  int block_dim = 1;
+  size_t bytes_live = 0, bytes_peak = 0, allocations_live = 0;
+};
+Status GetRuntimeInfo(RuntimeInfo* out);
+
+// JSON text: config, heap size, bytes live, peak, live allocations
+// (offset, bytes), peers and their state. Works before Init too.
+std::string DebugState();
+
+// Parses "1073741824", "64k", "512M", "1g", "2GiB" (case-insensitive; k=1024)
+// into bytes. Errors: kInvalidArgument naming `what`.
+Status ParseByteSize(const std::string& text, const char* what, size_t* out);
+
+}  // namespace hpshmem

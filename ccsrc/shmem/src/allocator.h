@@ -1,0 +1,40 @@
+// Deterministic first-fit allocator over heap OFFSETS (bytes). Every rank
+// runs the same sequence of calls on its own instance, so the same calls
+// yield the same offsets everywhere; the runtime verifies the sequence.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hpshmem/status.h"
+
+namespace hpshmem {
+
+class OffsetAllocator {
+ public:
+  explicit OffsetAllocator(size_t capacity);
+
+  // `alignment` must be a power of two >= 1. bytes == 0 takes one aligned
+  // slot, so every allocation has a distinct address. Errors: kOutOfMemory.
+  Status Allocate(size_t bytes, size_t alignment, size_t* offset);
+  // Errors: kInvalidFree (not a live allocation start).
+  Status Release(size_t offset);
+  // Size of the live allocation that starts at `offset`, or 0.
+  size_t LiveSize(size_t offset) const;
+
+  size_t capacity() const { return capacity_; }
+  size_t bytes_live() const { return live_bytes_; }
+  size_t bytes_peak() const { return peak_bytes_; }
+  size_t largest_free() const;
+  const std::map<size_t, size_t>& live() const { return live_; }
+
+ private:
+  size_t capacity_;
+  std::map<size_t, size_t> free_;  // offset -> length, non-adjacent
+  std::map<size_t, size_t> live_;  // offset -> length taken (rounded up to 64)
+  size_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace hpshmem

@@ -1,0 +1,370 @@
+#include "bootstrap.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "log.h"
+#include "siphash.h"
+
+namespace hpshmem {
+namespace {
+
+constexpr uint32_t kUidMagic = 0x31555048;        // "HPU1"
+constexpr uint32_t kChallengeMagic = 0x31435048;  // "HPC1"
+constexpr uint32_t kHelloMagic = 0x31485048;      // "HPH1"
+constexpr uint32_t kWelcomeMagic = 0x31575048;    // "HPW1"
+constexpr uint16_t kProtocolVersion = 1;
+constexpr double kHandshakeSec = 5.0;  // a silent stranger is dropped after this
+
+#pragma pack(push, 1)
+struct UidWire {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t port;
+  uint8_t has_secret;
+  uint8_t pad[7];
+  uint64_t job_id;
+  uint8_t secret[16];
+  char host[64];
+};
+struct Challenge {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint8_t nonce[16];
+};
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t job_id;
+  uint8_t nonce[16];
+  uint64_t mac;
+};
+struct Welcome {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t mac;
+};
+struct MacInput {
+  char label;
+  uint64_t job_id;
+  int32_t rank;
+  int32_t nranks;
+  uint8_t server_nonce[16];
+  uint8_t client_nonce[16];
+};
+#pragma pack(pop)
+static_assert(sizeof(UidWire) <= kUniqueIdBytes, "unique id too large");
+
+uint64_t Mac(const uint8_t secret[16], char label, uint64_t job, int rank, int nranks,
+             const uint8_t sn[16], const uint8_t cn[16]) {
+  MacInput in{};
+  in.label = label;
+  in.job_id = job;
+  in.rank = rank;
+  in.nranks = nranks;
+  std::memcpy(in.server_nonce, sn, 16);
+  std::memcpy(in.client_nonce, cn, 16);
+  return SipHash24(secret, &in, sizeof in);
+}
+
+// Constant-time comparison, so a stranger cannot learn the MAC byte by byte.
+bool MacEqual(uint64_t a, uint64_t b) {
+  volatile uint64_t d = a ^ b;
+  return d == 0;
+}
+
+// The listener made by GetUniqueId, waiting for this process's Init(rank 0).
+std::mutex g_pending_mu;
+Fd g_pending_listener;
+uint64_t g_pending_job = 0;
+
+void DeriveSecret(const std::string& text, uint8_t out[16]) {
+  static const uint8_t k0[16] = {'h', 'p', 's', 'h', 'm', 'e', 'm', '-', 's', 'e', 'c', 'r', 'e', 't', '-', '0'};
+  static const uint8_t k1[16] = {'h', 'p', 's', 'h', 'm', 'e', 'm', '-', 's', 'e', 'c', 'r', 'e', 't', '-', '1'};
+  uint64_t a = SipHash24(k0, text.data(), text.size());
+  uint64_t b = SipHash24(k1, text.data(), text.size());
+  std::memcpy(out, &a, 8);
+  std::memcpy(out + 8, &b, 8);
+}
+
+}  // namespace
+
+void EncodeUniqueId(const UniqueIdFields& f, UniqueId* out) {
+  std::memset(out->bytes, 0, kUniqueIdBytes);
+  UidWire w{};
+  w.magic = kUidMagic;
+  w.version = kProtocolVersion;
+  w.port = static_cast<uint16_t>(f.port);
+  w.has_secret = f.has_secret ? 1 : 0;
+  w.job_id = f.job_id;
+  std::memcpy(w.secret, f.secret, 16);
+  std::strncpy(w.host, f.host.c_str(), sizeof w.host - 1);
+  std::memcpy(out->bytes, &w, sizeof w);
+}
+
+Status DecodeUniqueId(const UniqueId& id, UniqueIdFields* out) {
+  UidWire w;
+  std::memcpy(&w, id.bytes, sizeof w);
+  if (w.magic != kUidMagic) return Status::InvalidArgument("unique id is not an hpshmem unique id (bad magic)");
+  if (w.version != kProtocolVersion)
+    return Status::InvalidArgument("unique id has protocol version " + std::to_string(w.version) +
+                                   ", this library speaks " + std::to_string(kProtocolVersion));
+  w.host[sizeof w.host - 1] = 0;
+  out->host = w.host;
+  out->port = w.port;
+  out->job_id = w.job_id;
+  out->has_secret = w.has_secret != 0;
+  std::memcpy(out->secret, w.secret, 16);
+  if (out->host.empty() || out->port == 0) return Status::InvalidArgument("unique id has no address");
+  return Status::OK();
+}
+
+Status GetUniqueId(UniqueId* out, const std::string& host_in) {
+  if (!out) return Status::InvalidArgument("GetUniqueId: out is null");
+  std::string host = host_in;
+  if (host.empty()) {
+    const char* h = std::getenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST");
+    host = (h && *h) ? h : "127.0.0.1";
+  }
+  if (host.size() >= 64) return Status::InvalidArgument("bootstrap host name longer than 63 characters");
+  UniqueIdFields f;
+  f.host = host;
+  f.has_secret = true;
+  HPSHMEM_RETURN_IF_ERROR(RandomBytes(f.secret, 16));
+  HPSHMEM_RETURN_IF_ERROR(RandomBytes(&f.job_id, 8));
+  Fd listener;
+  HPSHMEM_RETURN_IF_ERROR(ListenTcp(host, 0, &listener, &f.port));
+  {
+    std::lock_guard<std::mutex> lk(g_pending_mu);
+    g_pending_listener = std::move(listener);  // replaces (closes) an unused earlier one
+    g_pending_job = f.job_id;
+  }
+  EncodeUniqueId(f, out);
+  return Status::OK();
+}
+
+Status ResolveBootstrap(const InitAttr& attr, const std::string& endpoint, const std::string& secret_text,
+                        const std::string& job_text, double timeout_sec, BootstrapParams* p) {
+  p->rank = attr.rank;
+  p->nranks = attr.nranks;
+  p->timeout_sec = timeout_sec;
+  if (attr.unique_id) {
+    UniqueIdFields f;
+    HPSHMEM_RETURN_IF_ERROR(DecodeUniqueId(*attr.unique_id, &f));
+    p->host = f.host;
+    p->port = f.port;
+    p->job_id = f.job_id;
+    p->has_secret = f.has_secret;
+    std::memcpy(p->secret, f.secret, 16);
+    std::lock_guard<std::mutex> lk(g_pending_mu);
+    if (attr.rank == 0) {
+      if (!g_pending_listener.valid() || g_pending_job != f.job_id) {
+        return Status::InvalidArgument(
+            "rank 0 must be the process that called GetUniqueId for this unique id "
+            "(its listener lives there)");
+      }
+      p->listener = std::move(g_pending_listener);
+    } else {
+      g_pending_listener.Reset();  // e.g. inherited across fork: do not hold the port
+    }
+    return Status::OK();
+  }
+  if (endpoint.empty()) {
+    return Status::InvalidArgument(
+        "no rendezvous given: pass a unique id, InitAttr::endpoint, or set "
+        "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=tcp://host:port");
+  }
+  HPSHMEM_RETURN_IF_ERROR(ParseEndpoint(endpoint, &p->host, &p->port));
+  uint8_t zero[16] = {};
+  std::string job = endpoint + "|" + job_text;
+  p->job_id = SipHash24(zero, job.data(), job.size());
+  if (!secret_text.empty()) {
+    p->has_secret = true;
+    DeriveSecret(secret_text, p->secret);
+  }
+  if (attr.rank == 0) {
+    int bound = 0;
+    HPSHMEM_RETURN_IF_ERROR(ListenTcp(p->host, p->port, &p->listener, &bound));
+  }
+  return Status::OK();
+}
+
+Status Bootstrap::Create(BootstrapParams p, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = p.rank;
+  b->nranks_ = p.nranks;
+  b->job_id_ = p.job_id;
+  b->has_secret_ = p.has_secret;
+  std::memcpy(b->secret_, p.secret, 16);
+  b->timeout_sec_ = p.timeout_sec;
+  if (!p.has_secret) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      HP_WARN("bootstrap is unauthenticated: set HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET on every rank "
+              "(the unique-id path always authenticates)");
+    });
+  }
+  Status s = p.rank == 0 ? b->RunRoot(p) : b->RunClient(p);
+  if (!s.ok()) return s;
+  *out = std::move(b);
+  return Status::OK();
+}
+
+Status Bootstrap::RunRoot(BootstrapParams& p) {
+  conns_.resize(nranks_);
+  if (nranks_ == 1) return Status::OK();
+  struct Pending {
+    Fd fd;
+    Challenge ch;
+    Hello hello;
+    size_t got = 0;
+    Deadline dl{kHandshakeSec};
+  };
+  std::vector<std::unique_ptr<Pending>> pending;
+  int joined = 0;
+  Deadline dl(timeout_sec_);
+  while (joined < nranks_ - 1) {
+    std::vector<pollfd> pfds;
+    pfds.push_back({p.listener.get(), POLLIN, 0});
+    for (auto& c : pending) pfds.push_back({c->fd.get(), POLLIN, 0});
+    int ms = dl.RemainingMs(200);
+    if (dl.Expired()) {
+      std::string missing;
+      for (int r = 1; r < nranks_; ++r)
+        if (!conns_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      return Status::Timeout("rank(s) " + missing + " did not join the job within " +
+                             std::to_string(timeout_sec_) + " s (" + std::to_string(joined + 1) + " of " +
+                             std::to_string(nranks_) + " ranks present)");
+    }
+    int r = ::poll(pfds.data(), pfds.size(), ms);
+    if (r < 0 && errno != EINTR) return Status::FromErrno("poll on bootstrap listener");
+    if (pfds[0].revents & POLLIN) {
+      for (;;) {
+        int fd = ::accept4(p.listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        auto c = std::make_unique<Pending>();
+        c->fd.Reset(fd);
+        SetNoDelay(fd);
+        c->ch = Challenge{kChallengeMagic, kProtocolVersion, 0, {}};
+        HPSHMEM_RETURN_IF_ERROR(RandomBytes(c->ch.nonce, 16));
+        if (!SendAll(fd, &c->ch, sizeof c->ch, Deadline(0.5), "a connecting process").ok()) continue;
+        pending.push_back(std::move(c));
+      }
+    }
+    // Advance each pending handshake; drop strangers.
+    for (size_t i = 0; i < pending.size();) {
+      Pending& c = *pending[i];
+      bool drop = false;
+      std::string why;
+      ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got,
+                         MSG_DONTWAIT);
+      if (n > 0) c.got += static_cast<size_t>(n);
+      else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        drop = true;
+        why = "closed during the handshake";
+      }
+      if (!drop && c.got == sizeof(Hello)) {
+        const Hello& h = c.hello;
+        if (h.magic != kHelloMagic) why = "bad magic";
+        else if (h.version != kProtocolVersion) why = "protocol version " + std::to_string(h.version);
+        else if (h.job_id != job_id_) why = "another job's id";
+        else if (h.nranks != nranks_)
+          why = "world size " + std::to_string(h.nranks) + " (this job has " + std::to_string(nranks_) + ")";
+        else if (h.rank <= 0 || h.rank >= nranks_) why = "rank " + std::to_string(h.rank) + " out of range";
+        else if (conns_[h.rank].valid()) why = "rank " + std::to_string(h.rank) + " already joined";
+        else if (has_secret_ &&
+                 !MacEqual(h.mac, Mac(secret_, 'C', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce)))
+          why = "a wrong secret";
+        if (why.empty()) {
+          Welcome w{kWelcomeMagic, 0,
+                    has_secret_ ? Mac(secret_, 'S', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce) : 0};
+          Status s = SendAll(c.fd.get(), &w, sizeof w, Deadline(1.0), "rank " + std::to_string(h.rank));
+          if (s.ok()) {
+            conns_[h.rank] = std::move(c.fd);
+            ++joined;
+            HP_DEBUG("bootstrap: rank %d joined (%d of %d)", h.rank, joined + 1, nranks_);
+          }
+          pending.erase(pending.begin() + static_cast<long>(i));
+          continue;
+        }
+        drop = true;
+      }
+      if (!drop && c.dl.Expired()) {
+        drop = true;
+        why = "no complete hello within " + std::to_string(kHandshakeSec) + " s";
+      }
+      if (drop) {
+        HP_WARN("bootstrap: refused a connection: %s; still waiting for the job's ranks", why.c_str());
+        pending.erase(pending.begin() + static_cast<long>(i));
+        continue;
+      }
+      ++i;
+    }
+  }
+  p.listener.Reset();  // the port is closed as soon as the job is complete
+  return Status::OK();
+}
+
+Status Bootstrap::RunClient(const BootstrapParams& p) {
+  Deadline dl(timeout_sec_);
+  conns_.resize(1);
+  std::string root = "rank 0 (bootstrap " + p.host + ":" + std::to_string(p.port) + ")";
+  Fd fd;
+  HPSHMEM_RETURN_IF_ERROR(ConnectTcp(p.host, p.port, dl, &fd));
+  Challenge ch;
+  Status s = RecvAll(fd.get(), &ch, sizeof ch, dl, root);
+  if (!s.ok()) return Status::Bootstrap("no challenge from " + root + ": " + s.message());
+  if (ch.magic != kChallengeMagic || ch.version != kProtocolVersion)
+    return Status::Bootstrap(root + " does not speak this bootstrap protocol (bad magic or version)");
+  Hello h{kHelloMagic, kProtocolVersion, 0, rank_, nranks_, job_id_, {}, 0};
+  HPSHMEM_RETURN_IF_ERROR(RandomBytes(h.nonce, 16));
+  if (has_secret_) h.mac = Mac(secret_, 'C', job_id_, rank_, nranks_, ch.nonce, h.nonce);
+  HPSHMEM_RETURN_IF_ERROR(SendAll(fd.get(), &h, sizeof h, dl, root));
+  Welcome w;
+  s = RecvAll(fd.get(), &w, sizeof w, dl, root);
+  if (!s.ok()) {
+    return Status::Bootstrap(root + " refused rank " + std::to_string(rank_) +
+                             " (wrong secret, job id or world size, or the rank is taken): " + s.message());
+  }
+  if (w.magic != kWelcomeMagic ||
+      (has_secret_ && !MacEqual(w.mac, Mac(secret_, 'S', job_id_, rank_, nranks_, ch.nonce, h.nonce)))) {
+    return Status::Bootstrap(root + " could not prove it knows the job secret");
+  }
+  conns_[0] = std::move(fd);
+  return Status::OK();
+}
+
+Status Bootstrap::Allgather(const void* mine, size_t len, void* all) {
+  auto* out = static_cast<uint8_t*>(all);
+  Deadline dl(timeout_sec_);
+  if (rank_ == 0) {
+    std::memcpy(out, mine, len);
+    for (int r = 1; r < nranks_; ++r) {
+      HPSHMEM_RETURN_IF_ERROR(RecvAll(conns_[r].get(), out + r * len, len, dl, "rank " + std::to_string(r)));
+    }
+    for (int r = 1; r < nranks_; ++r) {
+      HPSHMEM_RETURN_IF_ERROR(SendAll(conns_[r].get(), out, len * nranks_, dl, "rank " + std::to_string(r)));
+    }
+    return Status::OK();
+  }
+  HPSHMEM_RETURN_IF_ERROR(SendAll(conns_[0].get(), mine, len, dl, "rank 0"));
+  return RecvAll(conns_[0].get(), out, len * nranks_, dl, "rank 0");
+}
+
+Status Bootstrap::Barrier() {
+  uint8_t b = 1;
+  std::vector<uint8_t> all(nranks_);
+  return Allgather(&b, 1, all.data());
+}
+
+}  // namespace hpshmem

@@ -1,0 +1,85 @@
+// Bootstrap: a star of authenticated TCP connections rooted at rank 0, used
+// to exchange small blobs (all-gather) and to synchronise (barrier) while the
+// job starts and stops. Not on any data path.
+//
+// Handshake (each non-root rank -> rank 0):
+//   root -> client  Challenge{magic, version, server nonce}
+//   client -> root  Hello{magic, version, rank, nranks, job id, client nonce,
+//                         MAC(secret, "C" | job | rank | nranks | nonces)}
+//   root -> client  Welcome{magic, MAC(secret, "S" | ...)}
+// The MAC is SipHash-2-4 keyed with the 128-bit job secret; without a secret
+// (endpoint path with no HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET) the MAC is not
+// checked and a warning is printed once. A connection whose magic, version,
+// job id, world size or MAC is wrong, or whose rank is taken, is dropped and
+// the root keeps waiting for the real ranks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpshmem/hpshmem.h"
+#include "net.h"
+
+namespace hpshmem {
+
+struct BootstrapParams {
+  int rank = -1;
+  int nranks = 0;
+  std::string host;  // where rank 0 listens
+  int port = 0;
+  Fd listener;       // rank 0 on the unique-id path: opened by GetUniqueId
+  uint64_t job_id = 0;
+  bool has_secret = false;
+  uint8_t secret[16] = {};
+  double timeout_sec = 120;
+};
+
+// Resolves the rendezvous of `attr` (unique id or endpoint) into params.
+// `endpoint` and `secret_text` come from the Config.
+Status ResolveBootstrap(const InitAttr& attr, const std::string& endpoint,
+                        const std::string& secret_text, const std::string& job_text,
+                        double timeout_sec, BootstrapParams* out);
+
+class Bootstrap {
+ public:
+  // Collective: connects every rank to rank 0 and authenticates it.
+  static Status Create(BootstrapParams params, std::unique_ptr<Bootstrap>* out);
+
+  // Every rank contributes `len` bytes; `all` receives nranks * len bytes in
+  // rank order. Errors name the rank that failed (kPeerDead, kTimeout).
+  Status Allgather(const void* mine, size_t len, void* all);
+  Status Barrier();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  uint64_t job_id() const { return job_id_; }
+  const uint8_t* secret() const { return secret_; }
+  bool has_secret() const { return has_secret_; }
+
+ private:
+  Bootstrap() = default;
+  Status RunRoot(BootstrapParams& p);
+  Status RunClient(const BootstrapParams& p);
+
+  int rank_ = -1, nranks_ = 0;
+  uint64_t job_id_ = 0;
+  bool has_secret_ = false;
+  uint8_t secret_[16] = {};
+  double timeout_sec_ = 120;
+  std::vector<Fd> conns_;  // root: conns_[r] is rank r; others: conns_[0] is root
+};
+
+// Encodes/decodes the UniqueId wire format (exposed for tests).
+struct UniqueIdFields {
+  std::string host;
+  int port = 0;
+  uint64_t job_id = 0;
+  bool has_secret = false;
+  uint8_t secret[16] = {};
+};
+void EncodeUniqueId(const UniqueIdFields& f, UniqueId* out);
+Status DecodeUniqueId(const UniqueId& id, UniqueIdFields* out);
+
+}  // namespace hpshmem

@@ -1,0 +1,29 @@
+// The one place configuration is read: a Config built from the environment
+// at Init, overridden by InitAttr fields that are set.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "hpshmem/hpshmem.h"
+#include "log.h"
+
+namespace hpshmem {
+
+struct Config {
+  size_t heap_bytes = size_t{1} << 30;  // SYMMETRIC_MEMORY_HEAP_SIZE
+  double timeout_sec = 120.0;           // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC
+  int block_dim = 1;                    // HYPER_PARALLEL_SHMEM_BLOCK_DIM
+  LogLevel log_level = LogLevel::kWarn; // HYPER_PARALLEL_SHMEM_LOG_LEVEL
+  std::string endpoint;                 // HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT
+  std::string secret;                   // HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET
+  std::string job_id;                   // HYPER_PARALLEL_SHMEM_JOB_ID (endpoint path)
+
+  // Reads the environment, then applies the set fields of `attr`.
+  // Errors: kInvalidArgument naming the variable and its value.
+  static Status Build(const InitAttr& attr, Config* out);
+};
+
+constexpr int kMaxBlockDim = 64;
+
+}  // namespace hpshmem

@@ -1,0 +1,374 @@
+#include "shm_transport.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "log.h"
+#include "siphash.h"
+
+namespace hpshmem {
+namespace {
+
+constexpr uint32_t kLinkHelloMagic = 0x314c5048;  // "HPL1"
+constexpr uint32_t kLinkAckMagic = 0x31415048;    // "HPA1"
+constexpr uint32_t kLinkFdMagic = 0x31465048;     // "HPF1"
+constexpr double kLinkHandshakeSec = 5.0;
+
+#pragma pack(push, 1)
+struct PeerInfo {
+  char host_key[64];   // boot id + network namespace: equal <=> same host, reachable sockets
+  char sock_name[64];  // abstract Unix socket name (without the leading NUL)
+  uint64_t heap_bytes;
+  int32_t pid;
+  uint32_t uid;
+};
+struct LinkHello {
+  uint32_t magic;
+  int32_t from, to;
+  uint64_t job_id;
+  uint8_t nonce[16];
+  uint64_t mac;
+};
+struct LinkMsg {  // carries a segment fd
+  uint32_t magic;
+  int32_t rank;
+  uint64_t mac;
+};
+#pragma pack(pop)
+
+uint64_t LinkMac(const Bootstrap* b, char label, int from, int to, const uint8_t nonce[16]) {
+  if (!b->has_secret()) return 0;
+  struct {
+    char label;
+    uint64_t job;
+    int32_t from, to;
+    uint8_t nonce[16];
+  } __attribute__((packed)) in{label, b->job_id(), from, to, {}};
+  std::memcpy(in.nonce, nonce, 16);
+  return SipHash24(b->secret(), &in, sizeof in);
+}
+
+std::string HostKey() {
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  struct stat st {};
+  ::stat("/proc/self/ns/net", &st);
+  return boot + "/" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
+sockaddr_un AbstractAddr(const char* name, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  size_t n = std::strlen(name);
+  std::memcpy(a.sun_path + 1, name, n);  // leading NUL: abstract namespace, no file
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+Status SendWithFd(int sock, const void* buf, size_t len, int fd_to_send, const std::string& peer) {
+  iovec iov{const_cast<void*>(buf), len};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctrl;
+  m.msg_controllen = sizeof ctrl;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd_to_send, sizeof(int));
+  for (;;) {
+    ssize_t n = ::sendmsg(sock, &m, MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(len)) return Status::OK();
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return Status::PeerDead(peer + " closed the connection");
+    return Status::FromErrno("sendmsg(segment) to " + peer);
+  }
+}
+
+Status RecvWithFd(int sock, void* buf, size_t len, Fd* fd_out, const Deadline& dl, const std::string& peer) {
+  for (;;) {
+    pollfd p{sock, POLLIN, 0};
+    int r = ::poll(&p, 1, dl.RemainingMs());
+    if (r == 0) return Status::Timeout("timed out waiting for the heap segment of " + peer);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("poll");
+    }
+    iovec iov{buf, len};
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctrl;
+    m.msg_controllen = sizeof ctrl;
+    ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n == 0) return Status::PeerDead(peer + " closed the connection before sending its heap");
+    if (n < 0) return Status::FromErrno("recvmsg from " + peer);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      fd_out->Reset(fd);
+    }
+    if (n != static_cast<ssize_t>(len) || !fd_out->valid())
+      return Status::Bootstrap(peer + " sent a malformed heap message");
+    return Status::OK();
+  }
+}
+
+// Maps `fd` at a kSegmentAlign-aligned address: reserve a larger range, map
+// over its aligned part, give back the slack.
+void* MapAligned(int fd, size_t bytes) {
+  size_t span = bytes + kSegmentAlign;
+  void* r = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return MAP_FAILED;
+  auto base = reinterpret_cast<uintptr_t>(r);
+  uintptr_t aligned = (base + kSegmentAlign - 1) & ~(uintptr_t{kSegmentAlign} - 1);
+  void* p = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    ::munmap(r, span);
+    return MAP_FAILED;
+  }
+  if (aligned > base) ::munmap(r, aligned - base);
+  uintptr_t end = aligned + bytes, rend = base + span;
+  if (rend > end) ::munmap(reinterpret_cast<void*>(end), rend - end);
+  return p;
+}
+
+}  // namespace
+
+Status ShmTransport::Create(Bootstrap* boot, size_t heap_bytes, double timeout_sec,
+                            std::unique_ptr<ShmTransport>* out) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->rank_ = boot->rank();
+  t->nranks_ = boot->nranks();
+  t->segment_bytes_ = kHeaderBytes + heap_bytes;
+  t->segments_.assign(t->nranks_, nullptr);
+  t->links_.resize(t->nranks_);
+  Status s = t->Exchange(boot, timeout_sec);
+  if (!s.ok()) {
+    t->Shutdown();
+    return s;
+  }
+  *out = std::move(t);
+  return Status::OK();
+}
+
+Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
+  // 1. This rank's segment: anonymous, owner-only, size sealed so that no
+  //    peer can shrink it under another's mapping (SIGBUS).
+  Fd mine(static_cast<int>(::memfd_create("hpshmem-heap", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!mine.valid()) return Status::FromErrno("memfd_create");
+  if (::ftruncate(mine.get(), static_cast<off_t>(segment_bytes_)) != 0)
+    return Status::FromErrno("ftruncate of the " + std::to_string(segment_bytes_) + "-byte heap segment");
+  ::fcntl(mine.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  void* p = MapAligned(mine.get(), segment_bytes_);
+  if (p == MAP_FAILED) return Status::FromErrno("mmap of the heap segment");
+  segments_[rank_] = static_cast<uint8_t*>(p);
+  PeHeader* h = Header(rank_);
+  h->magic = kHeaderMagic;
+  h->rank = rank_;
+  h->nranks = nranks_;
+  h->heap_bytes = segment_bytes_ - kHeaderBytes;
+  h->job_id = boot->job_id();
+
+  // 2. A listener with an unguessable abstract name, published through the bootstrap.
+  PeerInfo me{};
+  uint8_t rnd[8];
+  HPSHMEM_RETURN_IF_ERROR(RandomBytes(rnd, sizeof rnd));
+  uint64_t r64;
+  std::memcpy(&r64, rnd, 8);
+  std::snprintf(me.sock_name, sizeof me.sock_name, "hpshmem/%016llx/%d/%016llx",
+                static_cast<unsigned long long>(boot->job_id()), rank_, static_cast<unsigned long long>(r64));
+  std::snprintf(me.host_key, sizeof me.host_key, "%s", HostKey().c_str());
+  me.heap_bytes = segment_bytes_ - kHeaderBytes;
+  me.pid = ::getpid();
+  me.uid = ::getuid();
+  Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener.valid()) return Status::FromErrno("socket(AF_UNIX)");
+  socklen_t alen;
+  sockaddr_un addr = AbstractAddr(me.sock_name, &alen);
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), alen) != 0)
+    return Status::FromErrno("bind abstract socket");
+  if (::listen(listener.get(), nranks_ + 64) != 0) return Status::FromErrno("listen(AF_UNIX)");
+
+  std::vector<PeerInfo> all(nranks_);
+  HPSHMEM_RETURN_IF_ERROR(boot->Allgather(&me, sizeof me, all.data()));
+  std::string sizes, hosts;
+  for (int r = 0; r < nranks_; ++r) {
+    all[r].host_key[sizeof all[r].host_key - 1] = 0;
+    all[r].sock_name[sizeof all[r].sock_name - 1] = 0;
+    if (all[r].heap_bytes != me.heap_bytes) sizes += " rank " + std::to_string(r) + "=" + std::to_string(all[r].heap_bytes);
+    if (std::strcmp(all[r].host_key, me.host_key) != 0) hosts += (hosts.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!sizes.empty()) {
+    return Status::CollectiveMismatch("symmetric heap sizes differ between ranks (this rank " +
+                                      std::to_string(rank_) + "=" + std::to_string(me.heap_bytes) + ";" + sizes +
+                                      "); set the same SYMMETRIC_MEMORY_HEAP_SIZE on every rank");
+  }
+  if (!hosts.empty()) {
+    return Status::Unsupported("rank(s) " + hosts + " run on another host (or network namespace) than rank " +
+                               std::to_string(rank_) +
+                               "; this build connects ranks of one host only (shared-memory transport)");
+  }
+
+  Deadline dl(timeout_sec);
+  // 3. Dial every lower rank and introduce ourselves (buffered, never blocks).
+  std::vector<LinkHello> sent(nranks_);
+  for (int j = 0; j < rank_; ++j) {
+    Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_un pa = AbstractAddr(all[j].sock_name, &alen);
+    while (::connect(s.get(), reinterpret_cast<sockaddr*>(&pa), alen) != 0) {
+      if (errno != EAGAIN || dl.Expired())
+        return Status::FromErrno("connect to rank " + std::to_string(j) + "'s heap socket");
+      usleep(1000);
+    }
+    LinkHello& hl = sent[j];
+    hl = LinkHello{kLinkHelloMagic, rank_, j, boot->job_id(), {}, 0};
+    HPSHMEM_RETURN_IF_ERROR(RandomBytes(hl.nonce, 16));
+    hl.mac = LinkMac(boot, 'L', rank_, j, hl.nonce);
+    HPSHMEM_RETURN_IF_ERROR(SendAll(s.get(), &hl, sizeof hl, dl, "rank " + std::to_string(j)));
+    links_[j] = std::move(s);
+  }
+  // 4. Accept every higher rank; answer with our segment.
+  int expected = nranks_ - 1 - rank_;
+  while (expected > 0) {
+    pollfd pf{listener.get(), POLLIN, 0};
+    int pr = ::poll(&pf, 1, dl.RemainingMs());
+    if (pr == 0) {
+      std::string missing;
+      for (int i = rank_ + 1; i < nranks_; ++i)
+        if (!links_[i].valid()) missing += " " + std::to_string(i);
+      return Status::Timeout("rank(s)" + missing + " never connected to rank " + std::to_string(rank_) +
+                             "'s heap socket");
+    }
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("poll(AF_UNIX listener)");
+    }
+    Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!c.valid()) continue;
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    ::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl);
+    LinkHello hl{};
+    std::string why;
+    if (cred.uid != ::getuid()) why = "uid " + std::to_string(cred.uid) + " is not this job's user";
+    else if (!RecvAll(c.get(), &hl, sizeof hl, Deadline(kLinkHandshakeSec), "a local process").ok())
+      why = "no hello";
+    else if (hl.magic != kLinkHelloMagic || hl.job_id != boot->job_id() || hl.to != rank_ ||
+             hl.from <= rank_ || hl.from >= nranks_ || links_[hl.from].valid() ||
+             hl.mac != LinkMac(boot, 'L', hl.from, rank_, hl.nonce) || cred.pid != all[hl.from].pid)
+      why = "bad hello";
+    if (!why.empty()) {
+      HP_WARN("heap socket: refused a local connection (%s)", why.c_str());
+      continue;
+    }
+    LinkMsg ack{kLinkAckMagic, rank_, LinkMac(boot, 'A', rank_, hl.from, hl.nonce)};
+    HPSHMEM_RETURN_IF_ERROR(SendWithFd(c.get(), &ack, sizeof ack, mine.get(), "rank " + std::to_string(hl.from)));
+    links_[hl.from] = std::move(c);
+    --expected;
+  }
+  listener.Reset();  // the abstract name disappears with the socket
+
+  auto map_peer = [&](int j, Fd fd) -> Status {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("fstat of rank " + std::to_string(j) + "'s heap");
+    if (static_cast<size_t>(st.st_size) != segment_bytes_)
+      return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has the wrong size");
+    void* q = MapAligned(fd.get(), segment_bytes_);
+    if (q == MAP_FAILED) return Status::FromErrno("mmap of rank " + std::to_string(j) + "'s heap");
+    segments_[j] = static_cast<uint8_t*>(q);
+    if (Header(j)->magic != kHeaderMagic || Header(j)->rank != j)
+      return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has a bad header");
+    return Status::OK();
+  };
+  // 5. Collect the lower ranks' segments; send ours back.
+  for (int j = 0; j < rank_; ++j) {
+    std::string peer = "rank " + std::to_string(j);
+    LinkMsg ack{};
+    Fd fd;
+    HPSHMEM_RETURN_IF_ERROR(RecvWithFd(links_[j].get(), &ack, sizeof ack, &fd, dl, peer));
+    if (ack.magic != kLinkAckMagic || ack.rank != j || ack.mac != LinkMac(boot, 'A', j, rank_, sent[j].nonce))
+      return Status::Bootstrap(peer + " could not prove it belongs to this job");
+    HPSHMEM_RETURN_IF_ERROR(map_peer(j, std::move(fd)));
+    LinkMsg m{kLinkFdMagic, rank_, 0};
+    HPSHMEM_RETURN_IF_ERROR(SendWithFd(links_[j].get(), &m, sizeof m, mine.get(), peer));
+  }
+  // 6. Collect the higher ranks' segments.
+  for (int i = rank_ + 1; i < nranks_; ++i) {
+    std::string peer = "rank " + std::to_string(i);
+    LinkMsg m{};
+    Fd fd;
+    HPSHMEM_RETURN_IF_ERROR(RecvWithFd(links_[i].get(), &m, sizeof m, &fd, dl, peer));
+    if (m.magic != kLinkFdMagic || m.rank != i) return Status::Bootstrap(peer + " sent a malformed heap message");
+    HPSHMEM_RETURN_IF_ERROR(map_peer(i, std::move(fd)));
+  }
+  return Status::OK();  // `mine` closes; the mappings keep the memory alive
+}
+
+void ShmTransport::StartMonitor(std::function<void(int)> on_peer_lost) {
+  on_lost_ = std::move(on_peer_lost);
+  wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+void ShmTransport::MonitorLoop() {
+  std::vector<int> peers;
+  for (int j = 0; j < nranks_; ++j)
+    if (links_[j].valid()) peers.push_back(j);
+  while (!stopping_.load()) {
+    std::vector<pollfd> pfds{{wake_.get(), POLLIN, 0}};
+    for (int j : peers) pfds.push_back({links_[j].get(), POLLIN | POLLRDHUP, 0});
+    if (::poll(pfds.data(), pfds.size(), -1) < 0) continue;
+    if (stopping_.load()) break;
+    std::vector<int> alive;
+    for (size_t k = 0; k < peers.size(); ++k) {
+      short ev = pfds[k + 1].revents;
+      bool lost = ev & (POLLHUP | POLLERR | POLLRDHUP);
+      if (!lost && (ev & POLLIN)) {
+        char b;  // nothing is sent after setup: readable means EOF
+        lost = ::recv(links_[peers[k]].get(), &b, 1, MSG_DONTWAIT) <= 0;
+      }
+      if (lost) on_lost_(peers[k]);
+      else alive.push_back(peers[k]);
+    }
+    peers.swap(alive);
+  }
+}
+
+void ShmTransport::Shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  stopping_.store(true);
+  if (monitor_.joinable()) {
+    uint64_t one = 1;
+    ssize_t w = ::write(wake_.get(), &one, sizeof one);
+    (void)w;
+    monitor_.join();
+  }
+  for (auto& l : links_) l.Reset();
+  for (auto& s : segments_) {
+    if (s) ::munmap(s, segment_bytes_);
+    s = nullptr;
+  }
+}
+
+ShmTransport::~ShmTransport() { Shutdown(); }
+
+}  // namespace hpshmem

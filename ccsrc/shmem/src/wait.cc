@@ -1,0 +1,30 @@
+#include "wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace hpshmem {
+
+void FutexWait(uint32_t* addr, uint32_t expected, int max_ms) {
+  timespec ts{max_ms / 1000, static_cast<long>(max_ms % 1000) * 1000000L};
+  // Shared (not PRIVATE) futex: the word lives in memory mapped by several
+  // processes at different addresses; the kernel keys it by inode + offset.
+  syscall(SYS_futex, addr, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(uint32_t* addr) { syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
+
+void Notify(PeHeader* hdr) {
+  if (std::atomic_ref<uint32_t>(hdr->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(hdr);
+}
+
+void NotifyAll(PeHeader* hdr) {
+  std::atomic_ref<uint32_t>(hdr->doorbell).fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&hdr->doorbell);
+}
+
+}  // namespace hpshmem

@@ -1,0 +1,55 @@
+// Waiting without burning a core: spin briefly, then yield, then sleep on the
+// watched rank's doorbell futex. Ranks may outnumber cores, so the sleep
+// phase must be reached quickly.
+//
+// Lost-wakeup-free protocol (Dekker style, all seq_cst):
+//   waiter:   sleepers++; d = doorbell; if (cond) done; futex_wait(doorbell, d)
+//   notifier: <update word>; if (sleepers > 0) { doorbell++; futex_wake }
+// Either the waiter's check sees the update, or the notifier sees the sleeper
+// and changes the doorbell (so futex_wait returns at once or is woken).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "pe_header.h"
+
+namespace hpshmem {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Wakes every waiter sleeping on `hdr`'s doorbell, if any sleeps.
+void Notify(PeHeader* hdr);
+// Wakes unconditionally (used when a peer dies).
+void NotifyAll(PeHeader* hdr);
+
+// Sleep step of a wait: registers as a sleeper on `hdr`, re-checks `ready`,
+// and sleeps at most `max_ms` unless the doorbell moved. Returns ready()'s
+// last value.
+template <class Ready>
+bool SleepOnDoorbell(PeHeader* hdr, int max_ms, Ready&& ready);
+
+void FutexWait(uint32_t* addr, uint32_t expected, int max_ms);
+void FutexWakeAll(uint32_t* addr);
+
+template <class Ready>
+bool SleepOnDoorbell(PeHeader* hdr, int max_ms, Ready&& ready) {
+  std::atomic_ref<uint32_t> sleepers(hdr->sleepers), bell(hdr->doorbell);
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  uint32_t d = bell.load(std::memory_order_seq_cst);
+  bool ok = ready();
+  if (!ok) {
+    FutexWait(&hdr->doorbell, d, max_ms);
+    ok = ready();
+  }
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return ok;
+}
+
+}  // namespace hpshmem

@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "bootstrap.h"
+#include "multirank.h"
+#include "net.h"
+
+using hpshmem::Code;
+using hptest::JobOptions;
+using hptest::RunJob;
+
+namespace {
+
+// True when the other side closes `fd` within `sec` seconds.
+bool ClosedByPeer(int fd, double sec) {
+  hpshmem::Deadline dl(sec);
+  char buf[256];
+  while (!dl.Expired()) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, dl.RemainingMs()) <= 0) return false;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return true;  // EOF or reset
+  }
+  return false;
+}
+
+int FreePort() {
+  hpshmem::Fd fd;
+  int port = 0;
+  EXPECT_TRUE(hpshmem::ListenTcp("127.0.0.1", 0, &fd, &port).ok());
+  return port;
+}
+
+}  // namespace
+
+TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
+  bool garbage_closed = false, impostor_closed = false, silent_closed = false;
+  JobOptions o;
+  o.on_unique_id = [&](const hpshmem::UniqueId& uid) {
+    hpshmem::UniqueIdFields f;
+    ASSERT_TRUE(hpshmem::DecodeUniqueId(uid, &f).ok());
+    hpshmem::Deadline dl(5);
+    hpshmem::Fd garbage, impostor, silent;
+    ASSERT_TRUE(hpshmem::ConnectTcp(f.host, f.port, dl, &garbage).ok());
+    ASSERT_TRUE(hpshmem::ConnectTcp(f.host, f.port, dl, &impostor).ok());
+    ASSERT_TRUE(hpshmem::ConnectTcp(f.host, f.port, dl, &silent).ok());
+    char junk[200];
+    memset(junk, 0x5a, sizeof junk);
+    ASSERT_EQ(send(garbage.get(), junk, sizeof junk, MSG_NOSIGNAL), (ssize_t)sizeof junk);
+    // A well-formed hello for rank 1 of this job, but without the secret.
+    char challenge[24];
+    ASSERT_TRUE(hpshmem::RecvAll(impostor.get(), challenge, sizeof challenge, dl, "root").ok());
+#pragma pack(push, 1)
+    struct { uint32_t magic; uint16_t version, reserved; int32_t rank, nranks; uint64_t job; uint8_t nonce[16]; uint64_t mac; } hello{
+        0x31485048, 1, 0, 1, 3, f.job_id, {}, 0x1234};
+#pragma pack(pop)
+    ASSERT_TRUE(hpshmem::SendAll(impostor.get(), &hello, sizeof hello, dl, "root").ok());
+    impostor_closed = ClosedByPeer(impostor.get(), 5);
+    garbage_closed = ClosedByPeer(garbage.get(), 5);
+    silent_closed = ClosedByPeer(silent.get(), 10);  // dropped after the 5 s handshake limit
+  };
+  auto r = RunJob(3, [](int rank, int n) {
+    RCHECK(hpshmem::NPes() == 3, "world size");
+    RCHECK_OK(hpshmem::Barrier());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+  EXPECT_TRUE(garbage_closed);
+  EXPECT_TRUE(impostor_closed);
+  EXPECT_TRUE(silent_closed);
+}
+
+TEST(Bootstrap, MissingRankFailsInitInsteadOfHanging) {
+  JobOptions o;
+  o.spawn = 2;  // rank 2 of 3 never starts
+  o.timeout_sec = 2;
+  o.on_init_status = [](int rank, const hpshmem::Status& s) {
+    RCHECK(!s.ok(), "init must fail");
+    if (rank == 0) {
+      RCHECK(s.code() == Code::kTimeout, s.ToString());
+      RCHECK(s.message().find("rank(s) 2 did not join") != std::string::npos, s.message());
+    }
+  };
+  auto r = RunJob(3, [](int, int) { hptest::FailRank(__FILE__, __LINE__, "init succeeded"); }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST(Bootstrap, EndpointWithSecret) {
+  int port = FreePort();
+  JobOptions o;
+  o.init = false;
+  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
+           {"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", "correct horse"},
+           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  auto r = RunJob(3, [](int rank, int n) {
+    hpshmem::InitAttr a;
+    a.rank = rank;
+    a.nranks = n;
+    RCHECK_OK(hpshmem::Init(a));
+    RCHECK(hpshmem::DebugState().find("\"authenticated\": true") != std::string::npos, hpshmem::DebugState());
+    RCHECK_OK(hpshmem::Barrier());
+    RCHECK_OK(hpshmem::Finalize());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Bootstrap, EndpointWrongSecretIsRefused) {
+  int port = FreePort();
+  JobOptions o;
+  o.init = false;
+  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
+           {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"},
+           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  auto r = RunJob(2, [](int rank, int n) {
+    setenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", rank == 0 ? "right" : "wrong", 1);
+    hpshmem::InitAttr a;
+    a.rank = rank;
+    a.nranks = n;
+    hpshmem::Status s = hpshmem::Init(a);
+    RCHECK(!s.ok(), "a rank with the wrong secret must not join");
+    if (rank == 1) RCHECK(s.code() == Code::kBootstrap && s.message().find("refused") != std::string::npos, s.ToString());
+    if (rank == 0) RCHECK(s.code() == Code::kTimeout, s.ToString());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Bootstrap, EndpointWithoutSecretStillChecksWorldSize) {
+  int port = FreePort();
+  JobOptions o;
+  o.init = false;
+  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
+           {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"},
+           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  auto r = RunJob(2, [](int rank, int n) {
+    hpshmem::InitAttr a;
+    a.rank = rank;
+    a.nranks = rank == 1 ? 5 : 2;  // rank 1 believes in another world size
+    hpshmem::Status s = hpshmem::Init(a);
+    RCHECK(!s.ok(), "mismatched world size must not join");
+    if (rank == 1) RCHECK(s.code() == Code::kBootstrap, s.ToString());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Bootstrap, InitArgumentErrors) {
+  hpshmem::InitAttr a;
+  a.rank = 2;
+  a.nranks = 2;
+  EXPECT_EQ(hpshmem::Init(a).code(), Code::kInvalidArgument);
+  a.rank = 0;
+  a.nranks = 0;
+  EXPECT_EQ(hpshmem::Init(a).code(), Code::kInvalidArgument);
+  a.nranks = 1;
+  unsetenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT");
+  hpshmem::Status s = hpshmem::Init(a);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT"), std::string::npos);
+  EXPECT_FALSE(hpshmem::IsInitialized());
+  void* p;
+  EXPECT_EQ(hpshmem::Malloc(8, &p).code(), Code::kNotInitialized);
+  EXPECT_EQ(hpshmem::Barrier().code(), Code::kNotInitialized);
+}

@@ -1,0 +1,116 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "multirank.h"
+
+using hpshmem::Cmp;
+using hpshmem::Code;
+using hpshmem::SignalOp;
+using hpshmem::SignalType;
+using hptest::JobOptions;
+using hptest::RunJob;
+
+TEST(Failure, TimeoutNamesRankSignalRelationAndLastValue) {
+  JobOptions o;
+  o.timeout_sec = 1;
+  auto r = RunJob(2, [](int rank, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(8, sizeof(int32_t), &p));
+    auto* sig = static_cast<int32_t*>(p);
+    if (rank == 0) RCHECK_OK(hpshmem::Signal(sig + 3, SignalType::kInt32, 3, SignalOp::kSet, 1));
+    RCHECK_OK(hpshmem::Barrier());
+    // Rank 0 stays out of shmem waits (which would time out too) until
+    // rank 1 has seen its two timeouts.
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    if (rank == 1) {
+      int64_t seen = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      hpshmem::Status s = hpshmem::SignalWaitUntil(sig + 3, SignalType::kInt32, Cmp::kGe, 5, &seen, "signal[3]");
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      RCHECK(s.code() == Code::kTimeout, s.ToString());
+      for (const char* part : {"rank 1", "signal[3]", "(int32) >= 5", "last observed 3", "HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"})
+        RCHECK(s.message().find(part) != std::string::npos, std::string("missing '") + part + "' in: " + s.message());
+      RCHECK(seen == 3, "observed");
+      RCHECK(dt >= 0.9, "fired early");
+      s = hpshmem::SignalWaitUntil(sig + 2, SignalType::kInt32, Cmp::kNe, 0, &seen);
+      RCHECK(s.message().find("signal at heap offset") != std::string::npos, s.message());
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {
+  auto r = RunJob(4, [](int rank, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
+    RCHECK_OK(hpshmem::Barrier());
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hpshmem::Status s = rank == 1 ? hpshmem::Barrier()
+                                  : hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr);
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RCHECK(s.code() == Code::kPeerDead, s.ToString());
+    size_t at = s.message().find("rank(s) ");
+    RCHECK(at != std::string::npos && s.message().find(" exited or were killed") != std::string::npos &&
+               s.message().substr(at, s.message().find(" exited") - at).find('2') != std::string::npos,
+           s.message());
+    RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+    // Ops aimed at the dead rank fail too, instead of writing into a corpse.
+    int64_t one = 1;
+    s = hpshmem::PutMem(p, &one, sizeof one, 2);
+    RCHECK(s.code() == Code::kPeerDead, s.ToString());
+    // Finalize still releases everything, and reports the failed barrier.
+    s = hpshmem::Finalize();
+    RCHECK(s.code() == Code::kPeerDead, s.ToString());
+    RCHECK(!hpshmem::IsInitialized(), "finalized");
+  }, [] { JobOptions o; o.timeout_sec = 60; o.finalize = false; return o; }());
+  ASSERT_EQ(r.term_signal.size(), 4u);
+  EXPECT_EQ(r.term_signal[2], SIGKILL);
+  for (int k : {0, 1, 3}) EXPECT_EQ(r.exit_code[k], 0) << r.Describe();
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST(Failure, NothingIsLeftBehindAfterExitOrKill) {
+  auto before = hptest::LeftoverNames();
+  auto r = RunJob(3, [](int, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Malloc(1 << 20, &p));
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+  EXPECT_EQ(hptest::LeftoverNames(), before);
+  // kill -9 of every rank mid-wait.
+  JobOptions o;
+  o.job_timeout_sec = 2;
+  o.timeout_sec = 60;
+  std::vector<std::string> during;
+  r = RunJob(3, [](int rank, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(1, 8, &p));
+    RCHECK_OK(hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr));
+  }, o);
+  EXPECT_TRUE(r.timed_out);
+  for (int s : r.term_signal) EXPECT_EQ(s, SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(hptest::LeftoverNames(), before);
+}
+
+TEST(Failure, FinalizeThenReinitInOneProcess) {
+  auto r = RunJob(2, [](int rank, int n) {
+    void* p;
+    RCHECK_OK(hpshmem::Malloc(64, &p));
+    RCHECK_OK(hpshmem::Finalize());
+    RCHECK(hpshmem::PutMem(p, &n, sizeof n, 0).code() == Code::kNotInitialized, "use after finalize");
+    RCHECK(hpshmem::Finalize().code() == Code::kNotInitialized, "double finalize");
+  }, [] { JobOptions o; o.finalize = false; return o; }());
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

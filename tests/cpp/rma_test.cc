@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "multirank.h"
+#include "ops/ops.h"
+
+using hpshmem::Code;
+using hptest::JobOptions;
+using hptest::RunJob;
+
+namespace {
+
+constexpr unsigned char kPoison = 0xCD;
+const size_t kSizes[] = {0, 1, 7, 4097, (1 << 20) + 3};
+
+// Deterministic random bytes for (source rank, size, salt).
+std::vector<unsigned char> Pattern(int src, size_t n, int salt) {
+  std::vector<unsigned char> v(n);
+  std::mt19937 rng(static_cast<unsigned>(src * 1000003 + n * 7 + salt));
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  // Keep the poison value out so a missed byte cannot pass by accident.
+  for (auto& b : v) if (b == kPoison) b = 0x11;
+  return v;
+}
+
+void RoundTrips(int rank, int n, int block_dim) {
+  const size_t slot = (1 << 20) + 64 + 4096;
+  void* buf;
+  RCHECK_OK(hpshmem::Malloc(slot * 5, &buf));
+  auto* base = static_cast<unsigned char*>(buf);
+  std::memset(base, kPoison, slot * 5);
+  RCHECK_OK(hpshmem::Barrier());
+  int to = (rank + 1) % n, from = (rank + n - 1) % n;
+  for (int i = 0; i < 5; ++i) {
+    auto data = Pattern(rank, kSizes[i], block_dim);
+    RCHECK_OK(hpshmem::ops::PutMem(base + slot * i, data.data(), data.size(), to, block_dim));
+  }
+  RCHECK_OK(hpshmem::Barrier());
+  for (int i = 0; i < 5; ++i) {
+    auto want = Pattern(from, kSizes[i], block_dim);
+    unsigned char* got = base + slot * i;
+    RCHECK(std::memcmp(got, want.data(), want.size()) == 0, "put data, size " + std::to_string(kSizes[i]));
+    for (size_t k = kSizes[i]; k < slot; ++k)
+      RCHECK(got[k] == kPoison, "byte past the end written, size " + std::to_string(kSizes[i]));
+  }
+  // Get: read what `from` received from its own predecessor into poisoned local memory.
+  int from2 = (from + n - 1) % n;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<unsigned char> local(kSizes[i] + 100, kPoison);
+    RCHECK_OK(hpshmem::ops::GetMem(local.data(), base + slot * i, kSizes[i], from, block_dim));
+    auto want = Pattern(from2, kSizes[i], block_dim);
+    RCHECK(std::memcmp(local.data(), want.data(), want.size()) == 0, "get data, size " + std::to_string(kSizes[i]));
+    for (size_t k = kSizes[i]; k < local.size(); ++k) RCHECK(local[k] == kPoison, "get wrote past the end");
+  }
+  RCHECK_OK(hpshmem::Barrier());
+  RCHECK_OK(hpshmem::Free(buf));
+}
+
+}  // namespace
+
+TEST(Rma, PutGetRoundTrips2Ranks) {
+  auto r = RunJob(2, [](int rank, int n) { RoundTrips(rank, n, 1); });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Rma, PutGetRoundTrips4RanksBlockDim3) {
+  auto r = RunJob(4, [](int rank, int n) {
+    RoundTrips(rank, n, 3);
+    RoundTrips(rank, n, 1);
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Rma, ToSelfAndFromEveryRank) {
+  auto r = RunJob(3, [](int rank, int n) {
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(n * 101 * sizeof(int), &buf));
+    auto* a = static_cast<int*>(buf);
+    std::vector<int> mine(101);
+    for (int i = 0; i < 101; ++i) mine[i] = rank * 1000 + i;
+    for (int p = 0; p < n; ++p) RCHECK_OK(hpshmem::PutMem(a + rank * 101, mine.data(), 101 * sizeof(int), p));
+    RCHECK_OK(hpshmem::Barrier());
+    for (int p = 0; p < n; ++p)
+      for (int i = 0; i < 101; ++i) RCHECK(a[p * 101 + i] == p * 1000 + i, "value");
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Rma, BadRequestsWriteNothing) {
+  JobOptions o;
+  o.heap_bytes = 4 << 20;
+  auto r = RunJob(3, [](int rank, int n) {
+    const size_t heap = 4 << 20;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(heap - 4096, &buf));  // leave room only for the allocator's rounding
+    auto* b = static_cast<unsigned char*>(buf);
+    std::memset(b, kPoison, heap - 4096);
+    RCHECK_OK(hpshmem::Barrier());
+    std::vector<unsigned char> src(heap, 0x42);
+    int to = (rank + 1) % n;
+    // Runs past the end of the heap, for both single- and multi-threaded puts.
+    for (int bd : {1, 4}) {
+      hpshmem::Status s = hpshmem::ops::PutMem(b + 100, src.data(), heap, to, bd);
+      RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+      RCHECK(s.message().find("not inside the symmetric heap") != std::string::npos, s.message());
+      s = hpshmem::ops::GetMem(src.data(), b + 100, heap, to, bd);
+      RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+    }
+    for (int bad : {-1, n, 1000}) {
+      hpshmem::Status s = hpshmem::ops::PutMem(b, src.data(), 10, bad, 1);
+      RCHECK(s.code() == Code::kInvalidArgument && s.message().find("out of range") != std::string::npos, s.ToString());
+    }
+    int stack[4];
+    hpshmem::Status s = hpshmem::PutMem(stack, src.data(), sizeof stack, to);
+    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+    s = hpshmem::PutMem(b, nullptr, 16, to);
+    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+    RCHECK_OK(hpshmem::Barrier());
+    for (size_t k = 0; k < heap - 4096; ++k) RCHECK(b[k] == kPoison, "byte " + std::to_string(k) + " was written");
+    RCHECK(std::all_of(src.begin(), src.end(), [](unsigned char c) { return c == 0x42; }), "get wrote on failure");
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
