@@ -498,6 +498,16 @@ Status GetRuntimeInfo(RuntimeInfo* out) {
   return Status::OK();
 }
 
+Status EnvironmentSettings(RuntimeInfo* out) {
+  Config c;
+  HPSHMEM_RETURN_IF_ERROR(Config::Build(InitAttr{}, &c));
+  *out = RuntimeInfo{};
+  out->heap_bytes = c.heap_bytes;
+  out->timeout_sec = c.timeout_sec;
+  out->block_dim = c.block_dim;
+  return Status::OK();
+}
+
 std::string DebugState() {
   std::lock_guard<std::mutex> lk(g_lifecycle_mu);
   Runtime* rt = g_rt.load();

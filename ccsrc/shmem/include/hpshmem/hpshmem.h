@@ -157,6 +157,11 @@ struct RuntimeInfo {
 };
 Status GetRuntimeInfo(RuntimeInfo* out);
 
+// The settings Init would take from the environment alone (heap_bytes,
+// timeout_sec, block_dim; allocation fields zero), without initializing.
+// Errors: kInvalidArgument naming a malformed variable.
+Status EnvironmentSettings(RuntimeInfo* out);
+
 // JSON text: config, heap size, bytes live, peak, live allocations
 // (offset, bytes), peers and their state. Works before Init too.
 std::string DebugState();

@@ -1,0 +1,193 @@
+// The one binding module: integers (addresses, byte counts, ranks) in,
+// Python ints/bytes/str out. No framework types cross this line; the
+// framework adapters turn tensors into addresses before calling.
+//
+// Every call that copies, waits or takes part in a collective releases the
+// GIL, so a Python thread blocked in a wait never stalls another thread that
+// is about to signal it. Each runtime Code maps to one exception class,
+// created here (the lowest layer that can name the cause).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+#include <string>
+
+#include "hpshmem/hpshmem.h"
+#include "ops/ops.h"
+
+namespace nb = nanobind;
+using hpshmem::Code;
+using hpshmem::Status;
+
+namespace {
+
+PyObject* g_errors[16] = {};
+
+PyObject* MakeError(nb::module_& m, const char* name, PyObject* base, PyObject* extra_base, const char* doc) {
+  PyObject* bases = extra_base ? PyTuple_Pack(2, base, extra_base) : PyTuple_Pack(1, base);
+  std::string qual = std::string("hyper_parallel._hpshmem.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qual.c_str(), doc, bases, nullptr);
+  Py_DECREF(bases);
+  m.attr(name) = nb::handle(cls);
+  return cls;
+}
+
+void RegisterErrors(nb::module_& m) {
+  PyObject* base = MakeError(m, "ShmemError", PyExc_RuntimeError, nullptr,
+                             "Base of every runtime error; .code is the runtime's code name.");
+  g_errors[0] = base;
+  struct Spec { Code code; const char* name; PyObject* extra; const char* doc; };
+  const Spec specs[] = {
+      {Code::kInvalidArgument, "ShmemValueError", PyExc_ValueError, "An argument is out of range or malformed."},
+      {Code::kTypeError, "ShmemTypeError", PyExc_TypeError, "An argument has the wrong kind (dtype, width)."},
+      {Code::kNotInitialized, "NotInitializedError", nullptr, "Called before init or after finalize."},
+      {Code::kTimeout, "ShmemTimeoutError", PyExc_TimeoutError, "A wait or barrier passed its deadline."},
+      {Code::kPeerDead, "PeerDeadError", nullptr, "A peer process exited or was killed."},
+      {Code::kOutOfMemory, "HeapExhaustedError", PyExc_MemoryError, "The symmetric heap is exhausted."},
+      {Code::kInvalidFree, "InvalidFreeError", nullptr, "Double free or a pointer the heap never gave out."},
+      {Code::kCollectiveMismatch, "CollectiveMismatchError", nullptr, "Ranks disagree on a collective call."},
+      {Code::kBootstrap, "BootstrapError", nullptr, "Rendezvous or authentication failed."},
+      {Code::kSystem, "ShmemSystemError", PyExc_OSError, "An operating-system call failed."},
+      {Code::kUnsupported, "ShmemUnsupportedError", PyExc_NotImplementedError, "Valid, but this build cannot do it."},
+      {Code::kInternal, "ShmemInternalError", nullptr, "A bug in the runtime."},
+  };
+  for (const Spec& s : specs) g_errors[static_cast<int>(s.code)] = MakeError(m, s.name, base, s.extra, s.doc);
+}
+
+[[noreturn]] void Raise(const Status& s) {
+  PyObject* cls = g_errors[static_cast<int>(s.code())];
+  if (!cls) cls = g_errors[0];
+  PyObject* exc = PyObject_CallFunction(cls, "s", s.message().c_str());
+  if (exc) {
+    PyObject* code = PyUnicode_FromString(hpshmem::CodeName(s.code()));
+    PyObject_SetAttrString(exc, "code", code);
+    Py_DECREF(code);
+    PyErr_SetObject(cls, exc);
+    Py_DECREF(exc);
+  }
+  throw nb::python_error();
+}
+
+inline void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+// Runs `f` (returning Status) without the GIL, then raises on error.
+template <class F>
+void NoGil(F&& f) {
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = f();
+  }
+  Check(s);
+}
+
+inline void* P(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+hpshmem::SignalType Width(int bytes) {
+  if (bytes == 4) return hpshmem::SignalType::kInt32;
+  if (bytes == 8) return hpshmem::SignalType::kInt64;
+  Raise(Status::TypeError("signal width must be 4 (int32) or 8 (int64) bytes, got " + std::to_string(bytes)));
+}
+
+}  // namespace
+
+NB_MODULE(_hpshmem, m) {
+  m.doc() = "libhpshmem binding: addresses and byte counts in; see hyper_parallel.core.symmetric_memory.";
+  RegisterErrors(m);
+
+  m.def("get_unique_id", [](const std::string& host) {
+    hpshmem::UniqueId id;
+    Check(hpshmem::GetUniqueId(&id, host));
+    return nb::bytes(reinterpret_cast<const char*>(id.bytes), hpshmem::kUniqueIdBytes);
+  }, nb::arg("host") = "", "Opens rank 0's bootstrap listener here; returns the 128-byte unique id.");
+
+  m.def("init", [](int rank, int nranks, nb::object unique_id, const std::string& endpoint, size_t heap_bytes,
+                   double timeout_sec, int block_dim) {
+    hpshmem::InitAttr a;
+    hpshmem::UniqueId id;
+    a.rank = rank;
+    a.nranks = nranks;
+    if (!unique_id.is_none()) {
+      nb::bytes b = nb::cast<nb::bytes>(unique_id);
+      if (b.size() != hpshmem::kUniqueIdBytes)
+        Raise(Status::InvalidArgument("unique id must be " + std::to_string(hpshmem::kUniqueIdBytes) + " bytes"));
+      std::memcpy(id.bytes, b.c_str(), hpshmem::kUniqueIdBytes);
+      a.unique_id = &id;
+    }
+    a.endpoint = endpoint;
+    a.heap_bytes = heap_bytes;
+    a.timeout_sec = timeout_sec;
+    a.block_dim = block_dim;
+    NoGil([&] { return hpshmem::Init(a); });
+  }, nb::arg("rank"), nb::arg("nranks"), nb::arg("unique_id") = nb::none(), nb::arg("endpoint") = "",
+     nb::arg("heap_bytes") = 0, nb::arg("timeout_sec") = 0.0, nb::arg("block_dim") = 0);
+
+  m.def("finalize", [] { NoGil([] { return hpshmem::Finalize(); }); });
+  m.def("is_initialized", &hpshmem::IsInitialized);
+  m.def("my_pe", &hpshmem::MyPe);
+  m.def("n_pes", &hpshmem::NPes);
+
+  m.def("malloc", [](size_t bytes, size_t alignment) {
+    void* p = nullptr;
+    NoGil([&] { return hpshmem::AlignedAlloc(alignment, bytes, &p); });
+    return reinterpret_cast<uintptr_t>(p);
+  }, nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
+  m.def("free", [](uintptr_t addr) { NoGil([&] { return hpshmem::Free(P(addr)); }); });
+  m.def("ptr", [](uintptr_t addr, int pe) { return reinterpret_cast<uintptr_t>(hpshmem::Ptr(P(addr), pe)); });
+  m.def("is_symmetric", [](uintptr_t addr, size_t bytes) { return hpshmem::IsSymmetric(P(addr), bytes); });
+
+  m.def("put", [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
+    NoGil([&] { return hpshmem::ops::PutMem(P(dest), P(src), bytes, pe, block_dim); });
+  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def("get", [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
+    NoGil([&] { return hpshmem::ops::GetMem(P(dest), P(src), bytes, pe, block_dim); });
+  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def("put_signal", [](uintptr_t dest, uintptr_t src, size_t bytes, uintptr_t sig, int width, int64_t value, int op,
+                         int pe, int block_dim) {
+    auto t = Width(width);
+    NoGil([&] {
+      return hpshmem::ops::PutMemSignal(P(dest), P(src), bytes, P(sig), t, value, static_cast<hpshmem::SignalOp>(op),
+                                        pe, block_dim);
+    });
+  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("sig"), nb::arg("width"), nb::arg("value"),
+     nb::arg("op"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def("signal", [](uintptr_t sig, int width, int64_t value, int op, int pe) {
+    auto t = Width(width);
+    // Not a wait and not a copy: a few atomics, cheaper with the GIL held.
+    Check(hpshmem::ops::SignalOpRemote(P(sig), t, value, static_cast<hpshmem::SignalOp>(op), pe));
+  });
+  m.def("wait_until", [](uintptr_t sig, int width, int cmp, int64_t value, const std::string& label) {
+    auto t = Width(width);
+    int64_t seen = 0;
+    NoGil([&] {
+      return hpshmem::ops::SignalWaitUntil(P(sig), t, static_cast<hpshmem::Cmp>(cmp), value, &seen,
+                                           label.empty() ? nullptr : label.c_str());
+    });
+    return seen;
+  }, nb::arg("sig"), nb::arg("width"), nb::arg("cmp"), nb::arg("value"), nb::arg("label") = "");
+  m.def("signal_fetch", [](uintptr_t sig, int width) {
+    int64_t v = 0;
+    Check(hpshmem::SignalFetch(P(sig), Width(width), &v));
+    return v;
+  });
+  m.def("fence", [] { Check(hpshmem::Fence()); });
+  m.def("quiet", [] { Check(hpshmem::Quiet()); });
+  m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
+  m.def("debug_state", &hpshmem::DebugState);
+  m.def("environment_settings", [] {
+    hpshmem::RuntimeInfo i;
+    Check(hpshmem::EnvironmentSettings(&i));
+    nb::dict d;
+    d["heap_bytes"] = i.heap_bytes;
+    d["timeout_sec"] = i.timeout_sec;
+    d["block_dim"] = i.block_dim;
+    return d;
+  }, "Settings the runtime would read from the environment (heap_bytes, timeout_sec, block_dim).");
+  m.def("parse_byte_size", [](const std::string& text, const std::string& what) {
+    size_t v = 0;
+    Check(hpshmem::ParseByteSize(text, what.c_str(), &v));
+    return v;
+  });
+}

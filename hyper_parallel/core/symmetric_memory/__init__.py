@@ -1,0 +1,515 @@
+"""One-sided communication over a symmetric heap, for PyTorch and MindSpore.
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    buf = symm.empty(4096, dtype=torch.float16)      # collective; storage in the heap
+    sig = symm.empty(1, dtype=torch.int32); sig.zero_()
+    symm.barrier()
+    symm.shmem_put_with_signal(buf, 0, data, 0, 4096, sig, 0, 1, 0, target_rank=1)
+    symm.shmem_wait_for_signal(buf, sig, 0, 1, 0)    # on rank 1
+
+Conventions (the RFC's):
+
+* Offsets and sizes are in **elements** of the tensors' dtype, never bytes.
+* Offsets, sizes, signal values and compare values may be Python ints or
+  one-element integer tensors.
+* ``signal_op``: 0/"set" = SET, 1/"add" = ADD.
+  ``compare_op``: 0/"eq", 1/"gt", 2/"lt", 3/"ne", 4/"ge", 5/"le".
+* Symmetric tensors come from :func:`empty`; a remote ``target``/``src``/``signal``
+  must be one. Signals are int32 or int64 symmetric tensors.
+* Tensors are treated as flat arrays and must be contiguous and on the CPU.
+
+Every call checks all of its arguments before it touches memory: a bad argument
+raises :class:`ShmemValueError` (a ``ValueError``) or :class:`ShmemTypeError` (a
+``TypeError``) naming the argument, and nothing is written. Runtime failures
+raise a subclass of :class:`ShmemError` carrying ``.code``: :class:`ShmemTimeoutError`
+(also a ``TimeoutError``), :class:`PeerDeadError`, :class:`HeapExhaustedError` (also
+a ``MemoryError``), :class:`InvalidFreeError`, :class:`CollectiveMismatchError`,
+:class:`BootstrapError`, :class:`NotInitializedError`.
+
+Environment: ``SYMMETRIC_MEMORY_HEAP_SIZE`` (bytes, k/m/g suffixes, default 1g),
+``HYPER_PARALLEL_SHMEM_TIMEOUT_SEC`` (default 120), ``HYPER_PARALLEL_SHMEM_BLOCK_DIM``
+(threads per copy, default 1), ``HYPER_PARALLEL_SHMEM_LOG_LEVEL``,
+``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` / ``..._SECRET``, ``HYPER_PARALLEL_PLATFORM``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import operator
+import threading
+import weakref
+
+from hyper_parallel import _hpshmem as _C
+from hyper_parallel.platform import get_platform
+
+# Errors: created by the binding (the lowest layer that names the cause).
+ShmemError = _C.ShmemError
+ShmemValueError = _C.ShmemValueError
+ShmemTypeError = _C.ShmemTypeError
+ShmemTimeoutError = _C.ShmemTimeoutError
+PeerDeadError = _C.PeerDeadError
+HeapExhaustedError = _C.HeapExhaustedError
+InvalidFreeError = _C.InvalidFreeError
+CollectiveMismatchError = _C.CollectiveMismatchError
+BootstrapError = _C.BootstrapError
+NotInitializedError = _C.NotInitializedError
+
+SIGNAL_SET, SIGNAL_ADD = 0, 1
+CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = 0, 1, 2, 3, 4, 5
+_SIGNAL_OPS = {"set": 0, "add": 1}
+_COMPARE_OPS = {"eq": 0, "gt": 1, "lt": 2, "ne": 3, "ge": 4, "le": 5}
+_COMPARE_NAMES = {v: k for k, v in _COMPARE_OPS.items()}
+
+_handler = get_platform().get_symmetric_memory_handler()
+
+__all__ = [
+    "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
+    "shmem_wait_for_signal", "shmem_put_with_signal", "barrier", "rendezvous", "get_rank",
+    "get_world_size", "finalize", "debug_state", "ShmemError", "ShmemValueError", "ShmemTypeError",
+    "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
+    "CollectiveMismatchError", "BootstrapError", "NotInitializedError",
+]
+
+
+# --------------------------------------------------------------------------- errors
+def _value_error(msg: str) -> ShmemValueError:
+    e = ShmemValueError(msg)
+    e.code = "invalid_argument"
+    return e
+
+
+def _type_error(msg: str) -> ShmemTypeError:
+    e = ShmemTypeError(msg)
+    e.code = "type_error"
+    return e
+
+
+# --------------------------------------------------------------------------- live allocations
+class _Allocation:
+    __slots__ = ("addr", "nbytes", "tensors")
+
+    def __init__(self, addr: int, nbytes: int):
+        self.addr = addr
+        self.nbytes = nbytes
+        self.tensors: list = []  # weakrefs to the tensors handed out over this memory
+
+
+class _State:
+    """Process-wide view of the runtime: live allocations, sorted by address."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.allocs: dict[int, _Allocation] = {}
+        self.bases: list[int] = []
+
+    def add(self, a: _Allocation):
+        self.allocs[a.addr] = a
+        bisect.insort(self.bases, a.addr)
+
+    def remove(self, addr: int) -> _Allocation:
+        a = self.allocs.pop(addr)
+        del self.bases[bisect.bisect_left(self.bases, addr)]
+        return a
+
+    def find(self, addr: int, nbytes: int):
+        """The live allocation holding [addr, addr + nbytes), or None."""
+        i = bisect.bisect_right(self.bases, addr) - 1
+        if i < 0:
+            return None
+        a = self.allocs[self.bases[i]]
+        return a if addr + nbytes <= a.addr + a.nbytes else None
+
+
+_state = _State()
+
+
+def _ensure_init():
+    if _C.is_initialized():
+        return
+    with _state.lock:
+        if _C.is_initialized():
+            return
+        timeout = _C.environment_settings()["timeout_sec"]
+        rank, world, uid, endpoint = _handler.rendezvous_info(_C.get_unique_id, timeout)
+        _C.init(rank, world, uid, endpoint)
+
+
+# --------------------------------------------------------------------------- argument checks
+def _tensor(x, name: str):
+    if not _handler.is_tensor(x):
+        raise _type_error(f"{name} must be a {_handler.name} tensor, got {type(x).__name__}")
+    info = _handler.describe(x)
+    if info.device != "cpu":
+        raise _value_error(f"{name} is on device '{info.device}'; symmetric memory on this host is CPU memory "
+                           f"(use device='cpu')")
+    if not info.contiguous:
+        raise _value_error(f"{name} must be contiguous (offsets index the flat tensor); call .contiguous()")
+    return info
+
+
+def _symmetric(x, name: str):
+    info = _tensor(x, name)
+    if _state.find(info.addr, info.numel * info.itemsize) is None:
+        raise _value_error(f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
+                           f"freed tensors and local tensors do not qualify)")
+    return info
+
+
+def _int(x, name: str) -> int:
+    if isinstance(x, bool):
+        raise _type_error(f"{name} must be an int or a one-element integer tensor, got bool")
+    if _handler.is_tensor(x):
+        try:
+            return _handler.scalar_int(x, name)
+        except TypeError as e:
+            raise _type_error(str(e)) from None
+        except ValueError as e:
+            raise _value_error(str(e)) from None
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise _type_error(f"{name} must be an int or a one-element integer tensor, got {type(x).__name__}") from None
+
+
+def _index(x, name: str) -> int:
+    v = _int(x, name)
+    if v < 0:
+        raise _value_error(f"{name} must be >= 0, got {v}")
+    return v
+
+
+def _span(info, offset: int, size: int, name: str, off_name: str):
+    if offset + size > info.numel:
+        raise _value_error(f"{off_name} + size = {offset} + {size} = {offset + size} exceeds {name}'s "
+                           f"{info.numel} elements")
+
+
+def _rank(x, name: str = "target_rank") -> int:
+    _ensure_init()
+    r = _int(x, name)
+    world = _C.n_pes()
+    if not 0 <= r < world:
+        raise _value_error(f"{name} {r} is out of range [0, {world})")
+    return r
+
+
+def _block_dim(x) -> int:
+    if x is None:
+        return 0
+    v = _int(x, "block_dim")
+    if not 1 <= v <= 64:
+        raise _value_error(f"block_dim must be in [1, 64], got {v}")
+    return v
+
+
+def _signal(signal, offset, name="signal"):
+    info = _symmetric(signal, name)
+    if info.dtype not in (_handler.int32, _handler.int64):
+        raise _type_error(f"{name} must be an int32 or int64 tensor, got {info.dtype}")
+    off = _index(offset, f"{name}_offset")
+    if off >= info.numel:
+        raise _value_error(f"{name}_offset {off} is out of range for {name}'s {info.numel} elements")
+    return info.addr + off * info.itemsize, info.itemsize, off
+
+
+def _signal_value(x, width: int, name: str) -> int:
+    v = _int(x, name)
+    lo, hi = (-(1 << 31), (1 << 31) - 1) if width == 4 else (-(1 << 63), (1 << 63) - 1)
+    if not lo <= v <= hi:
+        raise _value_error(f"{name} {v} does not fit the signal's int{8 * width}")
+    return v
+
+
+def _signal_op(x) -> int:
+    if isinstance(x, str):
+        if x.lower() not in _SIGNAL_OPS:
+            raise _value_error(f"signal_op {x!r} is not 'set' or 'add'")
+        return _SIGNAL_OPS[x.lower()]
+    v = _int(x, "signal_op")
+    if v not in (0, 1):
+        raise _value_error(f"signal_op {v} is not SET (0) or ADD (1)")
+    return v
+
+
+def _compare_op(x) -> int:
+    if isinstance(x, str):
+        if x.lower() not in _COMPARE_OPS:
+            raise _value_error(f"compare_op {x!r} is not one of {sorted(_COMPARE_OPS)}")
+        return _COMPARE_OPS[x.lower()]
+    v = _int(x, "compare_op")
+    if v not in _COMPARE_NAMES:
+        raise _value_error(f"compare_op {v} is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le")
+    return v
+
+
+def _same_dtype(a, b, an: str, bn: str):
+    if a.dtype != b.dtype:
+        raise _type_error(f"{an} ({a.dtype}) and {bn} ({b.dtype}) must have the same dtype")
+
+
+# --------------------------------------------------------------------------- allocation
+def empty(*size, dtype=None):
+    """A tensor of `size` and `dtype` whose storage lies in the symmetric heap (zero-copy).
+
+    Collective: every rank must call it with the same size and dtype, in the same order;
+    the runtime checks this and raises :class:`CollectiveMismatchError` on every rank
+    otherwise. The first call initializes the runtime from the framework's rendezvous.
+    Contents are uninitialized. Accepts ``empty(4096, dtype=...)``, ``empty((m, k), dtype)``
+    or ``empty(m, k, dtype=...)``.
+
+    Raises: ShmemTypeError (dtype), ShmemValueError (negative dims), HeapExhaustedError
+    (says what is live; raise SYMMETRIC_MEMORY_HEAP_SIZE), CollectiveMismatchError.
+    """
+    if dtype is None and size and _handler.is_dtype(size[-1]):
+        size, dtype = size[:-1], size[-1]  # the RFC's positional form: empty(shape, dtype)
+    if len(size) == 1 and not isinstance(size[0], int) and not _handler.is_tensor(size[0]):
+        size = tuple(size[0])
+    shape = tuple(_int(d, "size") for d in size)
+    if any(d < 0 for d in shape):
+        raise _value_error(f"size must be non-negative, got {shape}")
+    if dtype is None:
+        dtype = _handler.default_dtype()
+    try:
+        itemsize = _handler.itemsize(dtype)
+    except TypeError as e:
+        raise _type_error(str(e)) from None
+    numel = 1
+    for d in shape:
+        numel *= d
+    nbytes = numel * itemsize
+    _ensure_init()
+    with _state.lock:
+        addr = _C.malloc(nbytes, 64)
+        t = _handler.wrap(addr, nbytes, shape, dtype)
+        a = _Allocation(addr, nbytes)
+        a.tensors.append(weakref.ref(t))
+        _state.add(a)
+    return t
+
+
+def free(tensor) -> None:
+    """Collective: returns `tensor`'s heap memory; `tensor` (the one :func:`empty` returned)
+    becomes an empty tensor so it can no longer reach the heap.
+
+    Raises: InvalidFreeError (a tensor not from empty(), or freed twice) on every rank,
+    CollectiveMismatchError when ranks free different tensors.
+    """
+    if not _handler.is_tensor(tensor):
+        raise _type_error(f"tensor must be a {_handler.name} tensor, got {type(tensor).__name__}")
+    if not _C.is_initialized():
+        raise NotInitializedError("free() before any symm.empty() (or after finalize())")
+    addr = _handler.describe(tensor).addr
+    with _state.lock:
+        a = _state.allocs.get(addr)
+        # A wrong pointer still goes to the runtime: the ranks compare their frees,
+        # so every rank reports it instead of the others hanging.
+        _C.free(addr if a is not None else (addr or 1))
+        _state.remove(addr)
+        for ref in a.tensors:
+            t = ref()
+            if t is not None:
+                _handler.detach(t)
+
+
+def is_symmetric(tensor) -> bool:
+    """True when `tensor` lies wholly inside a live allocation of the symmetric heap."""
+    if not _handler.is_tensor(tensor) or not _C.is_initialized():
+        return False
+    info = _handler.describe(tensor)
+    return _state.find(info.addr, info.numel * info.itemsize) is not None
+
+
+# --------------------------------------------------------------------------- primitives
+def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
+    """Copy `size` elements from local ``src[src_offset:]`` to ``target[target_offset:]`` on
+    `target_rank` (push). `target` is symmetric; `src` is any CPU tensor of the same dtype.
+    Blocking: when it returns the data is in the target's memory. `block_dim` threads
+    split the copy (default ``HYPER_PARALLEL_SHMEM_BLOCK_DIM``).
+
+    Raises: ShmemValueError/ShmemTypeError (arguments, nothing written), PeerDeadError.
+    """
+    t = _symmetric(target, "target")
+    s = _tensor(src, "src")
+    _same_dtype(t, s, "target", "src")
+    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
+    _span(t, toff, n, "target", "target_offset")
+    _span(s, soff, n, "src", "src_offset")
+    rank = _rank(target_rank)
+    _C.put(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, rank, _block_dim(block_dim))
+
+
+def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
+    """Copy `size` elements from symmetric ``src[src_offset:]`` on `target_rank` into local
+    ``target[target_offset:]`` (pull). Same units, checks and errors as :func:`shmem_put`.
+    """
+    t = _tensor(target, "target")
+    s = _symmetric(src, "src")
+    _same_dtype(t, s, "target", "src")
+    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
+    _span(t, toff, n, "target", "target_offset")
+    _span(s, soff, n, "src", "src_offset")
+    rank = _rank(target_rank)
+    _C.get(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, rank, _block_dim(block_dim))
+
+
+def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank):
+    """Atomically SET (0) or ADD (1) `signal_value` on ``signal[signal_offset]`` at `target_rank`,
+    ordered after every earlier put of this thread, waking that rank's waiters.
+    """
+    addr, width, _ = _signal(signal, signal_offset)
+    value = _signal_value(signal_value, width, "signal_value")
+    op = _signal_op(signal_op)
+    _C.signal(addr, width, value, op, _rank(target_rank))
+
+
+def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, compare_op) -> int:
+    """Block until the local ``signal[signal_offset]`` compares true with `compare_value`
+    (signed) and return the value observed. `depend_tensor` orders the wait after that
+    tensor's producer in graph mode; eager execution is already ordered, so it is only checked.
+
+    Raises: ShmemTimeoutError after ``HYPER_PARALLEL_SHMEM_TIMEOUT_SEC`` (names rank, signal,
+    relation, last value), PeerDeadError within seconds of a peer's death.
+    """
+    if depend_tensor is not None and not _handler.is_tensor(depend_tensor):
+        raise _type_error(f"depend_tensor must be a {_handler.name} tensor or None")
+    addr, width, off = _signal(signal, signal_offset)
+    value = _signal_value(compare_value, width, "compare_value")
+    cmp = _compare_op(compare_op)
+    return _C.wait_until(addr, width, cmp, value, f"signal[{off}]")
+
+
+def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value,
+                          signal_op, target_rank, *, block_dim=None):
+    """:func:`shmem_put`, then a fence, then :func:`shmem_signal_op` on `target_rank`: a rank
+    that observes the signal observes every element of the put. All arguments (signal ones
+    included) are checked before anything is written.
+    """
+    t = _symmetric(target, "target")
+    s = _tensor(src, "src")
+    _same_dtype(t, s, "target", "src")
+    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
+    _span(t, toff, n, "target", "target_offset")
+    _span(s, soff, n, "src", "src_offset")
+    sig, width, _ = _signal(signal, signal_offset)
+    value = _signal_value(signal_value, width, "signal_value")
+    op = _signal_op(signal_op)
+    rank = _rank(target_rank)
+    _C.put_signal(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, sig, width, value, op,
+                  rank, _block_dim(block_dim))
+
+
+def barrier() -> None:
+    """Collective: every earlier put is complete everywhere when any rank leaves.
+
+    Raises: ShmemTimeoutError, PeerDeadError (names the dead rank).
+    """
+    _ensure_init()
+    _C.barrier()
+
+
+# --------------------------------------------------------------------------- rendezvous
+class SymmetricMemoryHandle:
+    """Peer views of one symmetric tensor (in the spirit of torch's symmetric memory)."""
+
+    def __init__(self, tensor, info, alloc):
+        self._tensor = tensor
+        self._info = info
+        self._alloc = alloc
+        self.rank = _C.my_pe()
+        self.world_size = _C.n_pes()
+
+    @property
+    def buffer_ptrs(self):
+        """Address of this tensor's copy on every rank, as mapped in this process."""
+        return [_C.ptr(self._info.addr, p) for p in range(self.world_size)]
+
+    def get_buffer(self, peer: int, shape, dtype=None, storage_offset: int = 0):
+        """A zero-copy tensor over `peer`'s copy of the memory, starting `storage_offset`
+        elements (of `dtype`) into it. Loads and stores on it reach the peer directly.
+
+        Raises: ShmemValueError when the view would leave the allocation.
+        """
+        p = _rank(peer, "peer")
+        if dtype is None:
+            dtype = self._info.dtype
+        itemsize = _handler.itemsize(dtype)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        numel = 1
+        for d in shape:
+            numel *= _index(d, "shape")
+        off = _index(storage_offset, "storage_offset") * itemsize
+        begin = self._info.addr - self._alloc.addr + off
+        if begin + numel * itemsize > self._alloc.nbytes:
+            raise _value_error(f"a view of {numel} x {dtype} at storage_offset {storage_offset} runs past the "
+                               f"{self._alloc.nbytes}-byte allocation")
+        if self._alloc.addr not in _state.allocs:
+            raise _value_error("the tensor behind this handle was freed")
+        t = _handler.wrap(_C.ptr(self._alloc.addr, p) + begin, numel * itemsize, shape, dtype)
+        self._alloc.tensors.append(weakref.ref(t))
+        return t
+
+    def barrier(self):
+        barrier()
+
+
+def rendezvous(tensor, group=None) -> SymmetricMemoryHandle:
+    """Handle giving `rank`, `world_size`, `buffer_ptrs` and `get_buffer(peer, shape, dtype,
+    storage_offset)` for a symmetric tensor. Needs no communication: symmetric allocation
+    already puts the tensor at the same offset on every rank. `group` must be None or the
+    whole job (sub-groups are not supported yet).
+    """
+    if group is not None:
+        size = getattr(group, "size", None)
+        if size is None or size() != get_world_size():
+            raise NotImplementedError("rendezvous on a sub-group is not supported; pass group=None")
+    info = _symmetric(tensor, "tensor")
+    return SymmetricMemoryHandle(tensor, info, _state.find(info.addr, info.numel * info.itemsize))
+
+
+# --------------------------------------------------------------------------- lifecycle / info
+def get_rank() -> int:
+    """This process's rank in the symmetric-memory job (the framework's rank before init)."""
+    if _C.is_initialized():
+        return _C.my_pe()
+    r = _handler.framework_rank()
+    if r is None:
+        raise NotInitializedError("no rank yet: initialize the framework's process group first")
+    return r[0]
+
+
+def get_world_size() -> int:
+    """Number of ranks in the job (the framework's world size before init)."""
+    if _C.is_initialized():
+        return _C.n_pes()
+    r = _handler.framework_rank()
+    if r is None:
+        raise NotInitializedError("no world size yet: initialize the framework's process group first")
+    return r[1]
+
+
+def finalize() -> None:
+    """Collective: barrier, then release the heap, threads and sockets. Every symmetric tensor
+    becomes empty. A later :func:`empty` starts a new job. No-op when not initialized.
+    """
+    if not _C.is_initialized():
+        return
+    with _state.lock:
+        for a in list(_state.allocs.values()):
+            for ref in a.tensors:
+                t = ref()
+                if t is not None:
+                    _handler.detach(t)
+        _state.allocs.clear()
+        _state.bases.clear()
+        _C.finalize()
+
+
+def debug_state() -> dict:
+    """Config, heap size, bytes live and peak, live allocations, lost ranks, platform."""
+    d = json.loads(_C.debug_state())
+    d["platform"] = _handler.name
+    with _state.lock:
+        d["python_live_tensors"] = sum(1 for a in _state.allocs.values() for r in a.tensors if r() is not None)
+    return d

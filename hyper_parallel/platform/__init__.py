@@ -1,0 +1,46 @@
+"""Platform choice: which framework's handler serves the unified API.
+
+``HYPER_PARALLEL_PLATFORM=torch|mindspore`` forces one. Otherwise a framework
+already imported wins (torch first), then one that is installed. Nothing is
+imported that the choice does not need: a MindSpore job never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+_PLATFORMS = {
+    "torch": "hyper_parallel.platform.torch",
+    "mindspore": "hyper_parallel.platform.mindspore",
+}
+
+_platform = None
+
+
+def _choose() -> str:
+    forced = os.environ.get("HYPER_PARALLEL_PLATFORM", "").strip().lower()
+    if forced:
+        if forced not in _PLATFORMS:
+            raise ValueError(
+                f"HYPER_PARALLEL_PLATFORM={forced!r} is not one of {sorted(_PLATFORMS)}")
+        return forced
+    for name in ("torch", "mindspore"):
+        if name in sys.modules:
+            return name
+    for name in ("torch", "mindspore"):
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise ImportError(
+        "hyper_parallel.core.symmetric_memory needs PyTorch or MindSpore; neither is installed "
+        "(pip install torch)")
+
+
+def get_platform():
+    """The platform object of the chosen framework (has ``get_symmetric_memory_handler()``)."""
+    global _platform
+    if _platform is None:
+        _platform = importlib.import_module(_PLATFORMS[_choose()]).platform()
+    return _platform

@@ -1,0 +1,143 @@
+"""PyTorch adapter: torch tensors <-> (address, elements, itemsize).
+
+Thin on purpose. Everything that is not about torch (validation, units, the
+algorithms) lives in :mod:`hyper_parallel.core.symmetric_memory`; this file
+only knows how to look inside a torch tensor, how to wrap heap memory as one
+without copying, and how to find the job's peers through torch.distributed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import os
+
+import torch
+
+_INTEGER_DTYPES = {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
+for _name in ("uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        _INTEGER_DTYPES.add(getattr(torch, _name))
+
+
+class TensorInfo:
+    """What the core needs to know about a tensor. Sizes in elements; addr in bytes."""
+
+    __slots__ = ("addr", "numel", "itemsize", "dtype", "contiguous", "device")
+
+    def __init__(self, addr, numel, itemsize, dtype, contiguous, device):
+        self.addr = addr
+        self.numel = numel
+        self.itemsize = itemsize
+        self.dtype = dtype
+        self.contiguous = contiguous
+        self.device = device
+
+
+class TorchSymmetricMemoryHandler:
+    """The torch side of the handler contract used by the unified API."""
+
+    name = "torch"
+    tensor_type = torch.Tensor
+    int32 = torch.int32
+    int64 = torch.int64
+
+    _store_generation = 0
+
+    # ------------------------------------------------------------ rendezvous
+    def rendezvous_info(self, make_unique_id, timeout_sec: float):
+        """(rank, world_size, unique_id or None, endpoint) of this process's job.
+
+        With ``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` set, rank and world size come
+        from torch.distributed (or RANK/WORLD_SIZE) and rank 0 listens on the endpoint.
+        Otherwise rank 0 opens a listener on a port the kernel picks and publishes
+        the unique id (address, port, job secret) in the default process group's store.
+        """
+        import torch.distributed as dist
+
+        endpoint = os.environ.get("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "")
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+        elif endpoint and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        else:
+            raise RuntimeError(
+                "symmetric memory needs the job's ranks: call torch.distributed.init_process_group() "
+                "before the first symm.empty(), or set HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=tcp://host:port "
+                "together with RANK and WORLD_SIZE")
+        if endpoint:
+            return rank, world, None, endpoint
+        store = dist.distributed_c10d._get_default_store()
+        TorchSymmetricMemoryHandler._store_generation += 1
+        key = f"hyper_parallel/symmetric_memory/unique_id/{TorchSymmetricMemoryHandler._store_generation}"
+        if rank == 0:
+            uid = make_unique_id()
+            store.set(key, uid)
+        else:
+            try:
+                store.wait([key], datetime.timedelta(seconds=timeout_sec))
+            except Exception as e:  # the store raises its own timeout type per backend
+                raise TimeoutError(
+                    f"rank {rank}: rank 0 did not publish the symmetric-memory unique id within "
+                    f"{timeout_sec} s (did every rank call symm.empty()?): {e}") from e
+            uid = store.get(key)
+        return rank, world, bytes(uid), ""
+
+    def framework_rank(self):
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return None
+
+    # ------------------------------------------------------------ tensors
+    def is_tensor(self, x) -> bool:
+        return isinstance(x, torch.Tensor)
+
+    def describe(self, t: torch.Tensor) -> TensorInfo:
+        return TensorInfo(t.data_ptr(), t.numel(), t.element_size(), t.dtype, t.is_contiguous(), t.device.type)
+
+    def is_dtype(self, x) -> bool:
+        return isinstance(x, torch.dtype)
+
+    def itemsize(self, dtype) -> int:
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+        return torch.empty((), dtype=dtype).element_size()
+
+    def default_dtype(self):
+        return torch.get_default_dtype()
+
+    def is_integer_dtype(self, dtype) -> bool:
+        return dtype in _INTEGER_DTYPES
+
+    def scalar_int(self, t: torch.Tensor, name: str) -> int:
+        if t.numel() != 1:
+            raise ValueError(f"{name} must be an int or a one-element integer tensor, got a tensor of shape "
+                             f"{tuple(t.shape)}")
+        if t.dtype not in _INTEGER_DTYPES:
+            raise TypeError(f"{name} must be an int or a one-element integer tensor, got dtype {t.dtype}")
+        return int(t.item())
+
+    def wrap(self, addr: int, nbytes: int, shape, dtype) -> torch.Tensor:
+        """A tensor of `shape`/`dtype` whose storage IS heap memory at `addr` (no copy)."""
+        buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(addr)
+        flat = torch.frombuffer(buf, dtype=torch.uint8)
+        if nbytes == 0:
+            flat = flat[:0]
+        return flat.view(dtype).view(shape)
+
+    def detach(self, t: torch.Tensor) -> None:
+        """Cut a freed tensor off the heap: it becomes an empty tensor with storage of its own."""
+        with torch.no_grad():
+            t.set_()
+
+    # ------------------------------------------------------------ tensor ops (algorithms)
+    def zeros(self, shape, dtype):
+        return torch.zeros(shape, dtype=dtype)
+
+    def empty_local(self, shape, dtype):
+        return torch.empty(shape, dtype=dtype)
+
+    def matmul(self, a, b, out=None):
+        return torch.matmul(a, b, out=out)
