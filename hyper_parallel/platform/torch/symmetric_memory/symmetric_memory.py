@@ -95,7 +95,10 @@ class TorchSymmetricMemoryHandler:
         return isinstance(x, torch.Tensor)
 
     def describe(self, t: torch.Tensor) -> TensorInfo:
-        return TensorInfo(t.data_ptr(), t.numel(), t.element_size(), t.dtype, t.is_contiguous(), t.device.type)
+        n, item = t.numel(), t.element_size()
+        # torch reports data_ptr() == 0 for empty tensors; their place is still in the storage.
+        addr = t.data_ptr() if n else t.untyped_storage().data_ptr() + t.storage_offset() * item
+        return TensorInfo(addr, n, item, t.dtype, t.is_contiguous(), t.device.type)
 
     def is_dtype(self, x) -> bool:
         return isinstance(x, torch.dtype)

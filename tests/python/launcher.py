@@ -1,0 +1,103 @@
+"""Runs a scenario function in W real processes that form one torch.distributed job.
+
+Each rank is a fresh `python` process: it joins a gloo process group through a TCP
+store on a free loopback port, imports the scenario's module by path and calls
+``fn(rank, world_size, **kwargs)``. Nothing is mocked: the ranks share real memory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+_WORKER = r"""
+import importlib.util, json, os, sys, traceback
+path, fn_name, rank, world, port, kwargs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), json.loads(sys.argv[6])
+sys.path.insert(0, os.path.dirname(path))
+try:
+    if os.environ.get("HP_TEST_NO_DIST") != "1":
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    spec = importlib.util.spec_from_file_location("scenario_module", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    getattr(mod, fn_name)(rank, world, **kwargs)
+except BaseException:
+    traceback.print_exc()
+    sys.stderr.flush()
+    os._exit(1)
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JobResult:
+    def __init__(self, codes, outputs, seconds, timed_out):
+        self.codes = codes
+        self.outputs = outputs
+        self.seconds = seconds
+        self.timed_out = timed_out
+
+    def describe(self) -> str:
+        parts = [f"timed out={self.timed_out} seconds={self.seconds:.1f}"]
+        for r, (c, o) in enumerate(zip(self.codes, self.outputs)):
+            parts.append(f"--- rank {r}: exit {c}\n{o[-4000:]}")
+        return "\n".join(parts)
+
+
+def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env: dict | None = None,
+            kwargs: dict | None = None, dist: bool = True) -> JobResult:
+    """Start `world` ranks running `fn` from `module_file`; kill all after `timeout` seconds."""
+    port = free_port()
+    penv = dict(os.environ)
+    penv.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "256m")
+    penv.setdefault("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30")
+    penv["OMP_NUM_THREADS"] = "1"
+    if not dist:
+        penv["HP_TEST_NO_DIST"] = "1"
+    penv.update(env or {})
+    procs = []
+    t0 = time.monotonic()
+    for r in range(world):
+        renv = dict(penv, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", _WORKER, module_file, fn, str(r), str(world), str(port), json.dumps(kwargs or {})],
+            env=renv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    timed_out = False
+    outputs = []
+    for p in procs:
+        left = max(0.1, timeout - (time.monotonic() - t0))
+        try:
+            out, _ = p.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+        outputs.append(out or "")
+    return JobResult([p.returncode for p in procs], outputs, time.monotonic() - t0, timed_out)
+
+
+def assert_job_ok(module_file: str, fn: str, world: int, **kw) -> JobResult:
+    res = run_job(module_file, fn, world, **kw)
+    assert not res.timed_out and all(c == 0 for c in res.codes), res.describe()
+    return res
+
+
+def leftovers() -> list[str]:
+    """Shared-memory names and this library's abstract sockets: none may outlive a job."""
+    out = sorted("/dev/shm/" + n for n in os.listdir("/dev/shm"))
+    with open("/proc/net/unix") as f:
+        out += sorted(line.split()[-1] for line in f if "@hpshmem/" in line)
+    return out
