@@ -196,8 +196,10 @@ Status Finalize() {
   Runtime* rt = g_rt.load();
   if (!rt) return NotInit("Finalize");
   Status s = Barrier();
-  // From here on a peer that closes its sockets is leaving, not dying.
+  // From here on a peer that closes its sockets is leaving, not dying. The
+  // second barrier makes sure every rank knows that before any rank closes.
   rt->finalizing.store(true);
+  if (s.ok()) s = Barrier();
   g_rt.store(nullptr, std::memory_order_release);
   {
     std::lock_guard<std::mutex> plk(rt->pool_mu);
@@ -292,7 +294,9 @@ Status Calloc(size_t count, size_t size, void** out) {
   }
   HPSHMEM_RETURN_IF_ERROR(AllocImpl(64, count * size, out, "Calloc"));
   std::memset(*out, 0, count * size);
-  return Status::OK();
+  // No rank may write into the new block before every rank has zeroed its
+  // copy, or the memset would erase the write.
+  return Barrier();
 }
 
 Status Free(void* ptr) {

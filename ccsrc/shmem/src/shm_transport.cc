@@ -174,6 +174,8 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
   //    peer can shrink it under another's mapping (SIGBUS).
   Fd mine(static_cast<int>(::memfd_create("hpshmem-heap", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (!mine.valid()) return Status::FromErrno("memfd_create");
+  // memfds start as 0777; owner-only keeps /proc/<pid>/fd/<n> closed to other users.
+  if (::fchmod(mine.get(), 0600) != 0) return Status::FromErrno("fchmod of the heap segment");
   if (::ftruncate(mine.get(), static_cast<off_t>(segment_bytes_)) != 0)
     return Status::FromErrno("ftruncate of the " + std::to_string(segment_bytes_) + "-byte heap segment");
   ::fcntl(mine.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);

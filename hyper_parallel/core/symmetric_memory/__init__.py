@@ -103,6 +103,7 @@ class _State:
         self.lock = threading.RLock()
         self.allocs: dict[int, _Allocation] = {}
         self.bases: list[int] = []
+        self.world = 0  # world size while initialized, else 0 (cached: read on every call)
 
     def add(self, a: _Allocation):
         self.allocs[a.addr] = a
@@ -126,38 +127,44 @@ _state = _State()
 
 
 def _ensure_init():
-    if _C.is_initialized():
+    if _state.world:
         return
     with _state.lock:
         if _C.is_initialized():
+            _state.world = _C.n_pes()
             return
         timeout = _C.environment_settings()["timeout_sec"]
         rank, world, uid, endpoint = _handler.rendezvous_info(_C.get_unique_id, timeout)
         _C.init(rank, world, uid, endpoint)
+        _state.world = _C.n_pes()
 
 
 # --------------------------------------------------------------------------- argument checks
 def _tensor(x, name: str):
+    """(addr, numel, itemsize, dtype) of a CPU contiguous tensor; addr in bytes, numel in elements."""
     if not _handler.is_tensor(x):
         raise _type_error(f"{name} must be a {_handler.name} tensor, got {type(x).__name__}")
-    info = _handler.describe(x)
-    if info.device != "cpu":
-        raise _value_error(f"{name} is on device '{info.device}'; symmetric memory on this host is CPU memory "
+    addr, numel, itemsize, dtype, contiguous, device = _handler.describe(x)
+    if device != "cpu":
+        raise _value_error(f"{name} is on device '{device}'; symmetric memory on this host is CPU memory "
                            f"(use device='cpu')")
-    if not info.contiguous:
+    if not contiguous:
         raise _value_error(f"{name} must be contiguous (offsets index the flat tensor); call .contiguous()")
-    return info
+    return addr, numel, itemsize, dtype
 
 
 def _symmetric(x, name: str):
+    """Like _tensor, for a tensor that must lie inside a live symmetric allocation."""
     info = _tensor(x, name)
-    if _state.find(info.addr, info.numel * info.itemsize) is None:
+    if _state.find(info[0], info[1] * info[2]) is None:
         raise _value_error(f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
                            f"freed tensors and local tensors do not qualify)")
     return info
 
 
 def _int(x, name: str) -> int:
+    if type(x) is int:  # the common case, first
+        return x
     if isinstance(x, bool):
         raise _type_error(f"{name} must be an int or a one-element integer tensor, got bool")
     if _handler.is_tensor(x):
@@ -180,16 +187,16 @@ def _index(x, name: str) -> int:
     return v
 
 
-def _span(info, offset: int, size: int, name: str, off_name: str):
-    if offset + size > info.numel:
+def _span(numel: int, offset: int, size: int, name: str, off_name: str):
+    if offset + size > numel:
         raise _value_error(f"{off_name} + size = {offset} + {size} = {offset + size} exceeds {name}'s "
-                           f"{info.numel} elements")
+                           f"{numel} elements")
 
 
 def _rank(x, name: str = "target_rank") -> int:
     _ensure_init()
     r = _int(x, name)
-    world = _C.n_pes()
+    world = _state.world
     if not 0 <= r < world:
         raise _value_error(f"{name} {r} is out of range [0, {world})")
     return r
@@ -205,13 +212,14 @@ def _block_dim(x) -> int:
 
 
 def _signal(signal, offset, name="signal"):
-    info = _symmetric(signal, name)
-    if info.dtype not in (_handler.int32, _handler.int64):
-        raise _type_error(f"{name} must be an int32 or int64 tensor, got {info.dtype}")
+    """(address of the signal word, its width in bytes, offset in elements)."""
+    addr, numel, itemsize, dtype = _symmetric(signal, name)
+    if dtype is not _handler.int32 and dtype is not _handler.int64:
+        raise _type_error(f"{name} must be an int32 or int64 tensor, got {dtype}")
     off = _index(offset, f"{name}_offset")
-    if off >= info.numel:
-        raise _value_error(f"{name}_offset {off} is out of range for {name}'s {info.numel} elements")
-    return info.addr + off * info.itemsize, info.itemsize, off
+    if off >= numel:
+        raise _value_error(f"{name}_offset {off} is out of range for {name}'s {numel} elements")
+    return addr + off * itemsize, itemsize, off
 
 
 def _signal_value(x, width: int, name: str) -> int:
@@ -244,9 +252,16 @@ def _compare_op(x) -> int:
     return v
 
 
-def _same_dtype(a, b, an: str, bn: str):
-    if a.dtype != b.dtype:
-        raise _type_error(f"{an} ({a.dtype}) and {bn} ({b.dtype}) must have the same dtype")
+def _copy_args(target, target_offset, src, src_offset, size, target_sym: bool):
+    """Checks a put/get's tensors, offsets and size; returns (target addr, src addr, bytes)."""
+    t_addr, t_numel, itemsize, t_dtype = _symmetric(target, "target") if target_sym else _tensor(target, "target")
+    s_addr, s_numel, _, s_dtype = _tensor(src, "src") if target_sym else _symmetric(src, "src")
+    if t_dtype != s_dtype:
+        raise _type_error(f"target ({t_dtype}) and src ({s_dtype}) must have the same dtype")
+    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
+    _span(t_numel, toff, n, "target", "target_offset")
+    _span(s_numel, soff, n, "src", "src_offset")
+    return t_addr + toff * itemsize, s_addr + soff * itemsize, n * itemsize
 
 
 # --------------------------------------------------------------------------- allocation
@@ -300,7 +315,7 @@ def free(tensor) -> None:
         raise _type_error(f"tensor must be a {_handler.name} tensor, got {type(tensor).__name__}")
     if not _C.is_initialized():
         raise NotInitializedError("free() before any symm.empty() (or after finalize())")
-    addr = _handler.describe(tensor).addr
+    addr = _handler.describe(tensor)[0]
     with _state.lock:
         a = _state.allocs.get(addr)
         # A wrong pointer still goes to the runtime: the ranks compare their frees,
@@ -317,8 +332,8 @@ def is_symmetric(tensor) -> bool:
     """True when `tensor` lies wholly inside a live allocation of the symmetric heap."""
     if not _handler.is_tensor(tensor) or not _C.is_initialized():
         return False
-    info = _handler.describe(tensor)
-    return _state.find(info.addr, info.numel * info.itemsize) is not None
+    addr, numel, itemsize = _handler.describe(tensor)[:3]
+    return _state.find(addr, numel * itemsize) is not None
 
 
 # --------------------------------------------------------------------------- primitives
@@ -330,28 +345,16 @@ def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, bloc
 
     Raises: ShmemValueError/ShmemTypeError (arguments, nothing written), PeerDeadError.
     """
-    t = _symmetric(target, "target")
-    s = _tensor(src, "src")
-    _same_dtype(t, s, "target", "src")
-    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
-    _span(t, toff, n, "target", "target_offset")
-    _span(s, soff, n, "src", "src_offset")
-    rank = _rank(target_rank)
-    _C.put(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, rank, _block_dim(block_dim))
+    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
+    _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
 def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
     """Copy `size` elements from symmetric ``src[src_offset:]`` on `target_rank` into local
     ``target[target_offset:]`` (pull). Same units, checks and errors as :func:`shmem_put`.
     """
-    t = _tensor(target, "target")
-    s = _symmetric(src, "src")
-    _same_dtype(t, s, "target", "src")
-    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
-    _span(t, toff, n, "target", "target_offset")
-    _span(s, soff, n, "src", "src_offset")
-    rank = _rank(target_rank)
-    _C.get(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, rank, _block_dim(block_dim))
+    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, False)
+    _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
 def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank):
@@ -386,18 +389,11 @@ def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, 
     that observes the signal observes every element of the put. All arguments (signal ones
     included) are checked before anything is written.
     """
-    t = _symmetric(target, "target")
-    s = _tensor(src, "src")
-    _same_dtype(t, s, "target", "src")
-    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
-    _span(t, toff, n, "target", "target_offset")
-    _span(s, soff, n, "src", "src_offset")
+    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     sig, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
     op = _signal_op(signal_op)
-    rank = _rank(target_rank)
-    _C.put_signal(t.addr + toff * t.itemsize, s.addr + soff * s.itemsize, n * t.itemsize, sig, width, value, op,
-                  rank, _block_dim(block_dim))
+    _C.put_signal(dst, src_addr, nbytes, sig, width, value, op, _rank(target_rank), _block_dim(block_dim))
 
 
 def barrier() -> None:
@@ -413,9 +409,10 @@ def barrier() -> None:
 class SymmetricMemoryHandle:
     """Peer views of one symmetric tensor (in the spirit of torch's symmetric memory)."""
 
-    def __init__(self, tensor, info, alloc):
+    def __init__(self, tensor, addr, dtype, alloc):
         self._tensor = tensor
-        self._info = info
+        self._addr = addr
+        self._dtype = dtype
         self._alloc = alloc
         self.rank = _C.my_pe()
         self.world_size = _C.n_pes()
@@ -423,7 +420,7 @@ class SymmetricMemoryHandle:
     @property
     def buffer_ptrs(self):
         """Address of this tensor's copy on every rank, as mapped in this process."""
-        return [_C.ptr(self._info.addr, p) for p in range(self.world_size)]
+        return [_C.ptr(self._addr, p) for p in range(self.world_size)]
 
     def get_buffer(self, peer: int, shape, dtype=None, storage_offset: int = 0):
         """A zero-copy tensor over `peer`'s copy of the memory, starting `storage_offset`
@@ -433,14 +430,14 @@ class SymmetricMemoryHandle:
         """
         p = _rank(peer, "peer")
         if dtype is None:
-            dtype = self._info.dtype
+            dtype = self._dtype
         itemsize = _handler.itemsize(dtype)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         numel = 1
         for d in shape:
             numel *= _index(d, "shape")
         off = _index(storage_offset, "storage_offset") * itemsize
-        begin = self._info.addr - self._alloc.addr + off
+        begin = self._addr - self._alloc.addr + off
         if begin + numel * itemsize > self._alloc.nbytes:
             raise _value_error(f"a view of {numel} x {dtype} at storage_offset {storage_offset} runs past the "
                                f"{self._alloc.nbytes}-byte allocation")
@@ -464,8 +461,8 @@ def rendezvous(tensor, group=None) -> SymmetricMemoryHandle:
         size = getattr(group, "size", None)
         if size is None or size() != get_world_size():
             raise NotImplementedError("rendezvous on a sub-group is not supported; pass group=None")
-    info = _symmetric(tensor, "tensor")
-    return SymmetricMemoryHandle(tensor, info, _state.find(info.addr, info.numel * info.itemsize))
+    addr, numel, itemsize, dtype = _symmetric(tensor, "tensor")
+    return SymmetricMemoryHandle(tensor, addr, dtype, _state.find(addr, numel * itemsize))
 
 
 # --------------------------------------------------------------------------- lifecycle / info
@@ -503,6 +500,7 @@ def finalize() -> None:
                     _handler.detach(t)
         _state.allocs.clear()
         _state.bases.clear()
+        _state.world = 0
         _C.finalize()
 
 

@@ -77,7 +77,8 @@ int NPes();     // 0 when not initialized
 // Errors: kOutOfMemory (says what is live), kCollectiveMismatch,
 // kInvalidArgument, kPeerDead, kTimeout.
 Status Malloc(size_t bytes, void** out);
-Status Calloc(size_t count, size_t size, void** out);  // zero-filled
+// Zero-filled on every rank before any rank returns (ends with a barrier).
+Status Calloc(size_t count, size_t size, void** out);
 Status AlignedAlloc(size_t alignment, size_t bytes, void** out);
 
 // Collective. Errors: kInvalidFree (double free, pointer not from Malloc) —

@@ -20,20 +20,6 @@ for _name in ("uint16", "uint32", "uint64"):
         _INTEGER_DTYPES.add(getattr(torch, _name))
 
 
-class TensorInfo:
-    """What the core needs to know about a tensor. Sizes in elements; addr in bytes."""
-
-    __slots__ = ("addr", "numel", "itemsize", "dtype", "contiguous", "device")
-
-    def __init__(self, addr, numel, itemsize, dtype, contiguous, device):
-        self.addr = addr
-        self.numel = numel
-        self.itemsize = itemsize
-        self.dtype = dtype
-        self.contiguous = contiguous
-        self.device = device
-
-
 class TorchSymmetricMemoryHandler:
     """The torch side of the handler contract used by the unified API."""
 
@@ -94,11 +80,18 @@ class TorchSymmetricMemoryHandler:
     def is_tensor(self, x) -> bool:
         return isinstance(x, torch.Tensor)
 
-    def describe(self, t: torch.Tensor) -> TensorInfo:
-        n, item = t.numel(), t.element_size()
+    def describe(self, t: torch.Tensor):
+        """(addr, numel, itemsize, dtype, contiguous, device type): sizes in elements, addr in bytes.
+
+        A plain tuple: this runs on every call, where an object would cost a microsecond.
+        """
+        n = t.numel()
+        if n:
+            return t.data_ptr(), n, t.element_size(), t.dtype, t.is_contiguous(), "cpu" if t.is_cpu else t.device.type
         # torch reports data_ptr() == 0 for empty tensors; their place is still in the storage.
-        addr = t.data_ptr() if n else t.untyped_storage().data_ptr() + t.storage_offset() * item
-        return TensorInfo(addr, n, item, t.dtype, t.is_contiguous(), t.device.type)
+        item = t.element_size()
+        return (t.untyped_storage().data_ptr() + t.storage_offset() * item, 0, item, t.dtype, t.is_contiguous(),
+                "cpu" if t.is_cpu else t.device.type)
 
     def is_dtype(self, x) -> bool:
         return isinstance(x, torch.dtype)

@@ -1,0 +1,41 @@
+# Entry points: build, test, bench, demo. `bash scripts/setup.sh` first on a fresh host.
+PY ?= python3
+JOBS ?= 2
+CPP_BUILD ?= build/cpp
+
+.PHONY: all build build-cpp install test test-cpp test-python bench demo clean
+
+all: build
+
+build: build-cpp install
+
+build-cpp:
+	cmake -S . -B $(CPP_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(CPP_BUILD) -j $(JOBS)
+
+install:
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
+
+# C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest).
+# Serial: every test is a multi-process job on a 2-core host.
+test: build-cpp install
+	ctest --test-dir $(CPP_BUILD) --output-on-failure
+	$(PY) -m pytest tests/python -q
+
+test-cpp: build-cpp
+	ctest --test-dir $(CPP_BUILD) --output-on-failure
+
+test-python: install
+	$(PY) -m pytest tests/python -q
+
+bench: build-cpp install
+	mkdir -p bench-results
+	$(CPP_BUILD)/bench_primitives --out bench-results/primitives.json
+	$(PY) benchmarks/bench_python.py --out bench-results/python_primitives.json
+
+demo: install
+	torchrun --nproc-per-node 2 examples/put_signal.py
+	torchrun --nproc-per-node 4 examples/ring.py
+
+clean:
+	rm -rf build

@@ -1,0 +1,146 @@
+"""Python call overhead of the primitives, beside torch.distributed gloo, in one run.
+
+    python benchmarks/bench_python.py [--out bench-results/python_primitives.json] [--quick]
+
+Two ranks (real processes) on this host. Measures, per call or one-way:
+  * 8-byte shmem_put, shmem_signal_op
+  * 8-byte shmem_put_with_signal one-way latency (ping-pong / 2)
+  * 8-byte gloo send/recv one-way latency (ping-pong / 2)  <- the baseline
+and prints the C++ runtime's own figures from bench-results/primitives.json when present.
+Not a test: nothing here asserts a time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+
+def _timed(fn, budget, inner=200):
+    fn()
+    samples = []
+    end = time.perf_counter() + budget
+    while len(samples) < 5 or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) / inner)
+    return statistics.median(samples)
+
+
+def _worker(rank, world, port, out, quick):
+    import torch
+    import torch.distributed as dist
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    budget = 0.2 if quick else 1.0
+    buf = symm.empty(1, dtype=torch.int64)
+    sig = symm.empty(2, dtype=torch.int64)
+    sig.zero_()
+    src = torch.ones(1, dtype=torch.int64)
+    symm.barrier()
+    rows = []
+    peer = 1 - rank
+    if rank == 0:
+        rows.append(("shmem_put (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))
+        rows.append(("shmem_signal_op", "hyper_parallel",
+                     _timed(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), budget)))
+    symm.barrier()
+
+    # Ping-pongs, timed in batches; the median batch is reported (a 2-core host
+    # preempts now and then, and one preemption would dominate a plain mean).
+    batches = 20 if quick else 100
+    per_batch = 100
+
+    def pingpong(ping, pong):
+        times = []
+        for b in range(batches):
+            dist.barrier() if b == 0 else None
+            t0 = time.perf_counter()
+            for _ in range(per_batch):
+                if rank == 0:
+                    ping()
+                else:
+                    pong()
+            times.append((time.perf_counter() - t0) / per_batch / 2)
+        return statistics.median(times)
+
+    k = [0]
+
+    def symm_ping():
+        k[0] += 1
+        symm.shmem_put_with_signal(buf, 0, src, 0, 1, sig, 0, k[0], 0, peer)
+        symm.shmem_wait_for_signal(None, sig, 1, k[0], 0)
+
+    def symm_pong():
+        k[0] += 1
+        symm.shmem_wait_for_signal(None, sig, 0, k[0], 0)
+        symm.shmem_put_with_signal(buf, 0, src, 0, 1, sig, 1, k[0], 0, peer)
+
+    one_way_symm = pingpong(symm_ping, symm_pong)
+    rows.append(("put_with_signal one-way (8 B)", "hyper_parallel", one_way_symm))
+
+    # gloo send/recv ping-pong of the same 8 bytes.
+    t = torch.zeros(1, dtype=torch.int64)
+
+    def gloo_ping():
+        dist.send(t, 1)
+        dist.recv(t, 1)
+
+    def gloo_pong():
+        dist.recv(t, 0)
+        dist.send(t, 0)
+
+    batches = max(5, batches // 4)
+    rows.append(("send/recv one-way (8 B)", "gloo", pingpong(gloo_ping, gloo_pong)))
+
+    if rank == 0:
+        cpp = {}
+        cpp_path = os.path.join(os.path.dirname(out) or ".", "primitives.json")
+        if os.path.exists(cpp_path):
+            for r in json.load(open(cpp_path))["records"]:
+                if r["impl"] == "hpshmem" and r["op"] in ("put_signal_latency", "atomic_add") or (
+                        r["op"] == "put" and r["bytes"] == 8 and r["impl"] == "hpshmem"):
+                    cpp[r["op"]] = r["median_us"]
+        recs = []
+        print(f"{'op':34s} {'impl':16s} {'us':>10s}")
+        for op, impl, sec in rows:
+            print(f"{op:34s} {impl:16s} {sec * 1e6:10.2f}")
+            recs.append({"op": op, "impl": impl, "ranks": 2, "bytes": 8, "median_us": round(sec * 1e6, 3)})
+        for op, us in sorted(cpp.items()):
+            print(f"{op + ' (C++ runtime)':34s} {'hpshmem C++':16s} {us:10.2f}")
+            recs.append({"op": op, "impl": "hpshmem C++", "ranks": 2, "bytes": 8, "median_us": us})
+        speedup = rows[-1][2] / one_way_symm
+        print(f"one-way latency: hyper_parallel is {speedup:.1f}x faster than gloo send/recv")
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w") as f:
+            json.dump({"benchmark": "python_primitives", "records": recs,
+                       "gloo_over_hyper_parallel_latency": round(speedup, 2)}, f, indent=2)
+        print(f"wrote {out}")
+    symm.barrier()
+    symm.finalize()
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench-results/python_primitives.json")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "64m")
+    mp.spawn(_worker, args=(2, port, args.out, args.quick), nprocs=2, join=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

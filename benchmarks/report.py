@@ -1,0 +1,60 @@
+"""Render bench-results/*.json as the Markdown tables of the README.
+
+    python benchmarks/report.py [bench-results]
+"""
+import json
+import os
+import sys
+
+
+def _load(d, name):
+    p = os.path.join(d, name)
+    return json.load(open(p))["records"] if os.path.exists(p) else []
+
+
+def _size(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1024 else f"{b} B"
+
+
+def primitives(d):
+    recs = _load(d, "primitives.json")
+    if not recs:
+        return ""
+    bw = {}
+    for r in recs:
+        if "gbps" in r:
+            bw.setdefault(r["bytes"], {})[(r["op"], r["impl"])] = r["gbps"]
+    out = ["| bytes | memcpy GB/s | put GB/s | get GB/s | put/memcpy | put, block_dim=2 GB/s |",
+           "|---:|---:|---:|---:|---:|---:|"]
+    for b in sorted(bw):
+        m = bw[b]
+        mc, pu, ge = m.get(("copy", "memcpy (1 thread)")), m.get(("put", "hpshmem")), m.get(("get", "hpshmem"))
+        p2 = m.get(("put", "hpshmem block_dim=2"))
+        out.append(f"| {_size(b)} | {mc:.2f} | {pu:.2f} | {ge:.2f} | {pu / mc:.2f}x | "
+                   f"{'' if p2 is None else f'{p2:.2f}'} |")
+    lat = {r["op"]: r for r in recs if "gbps" not in r}
+    out += ["", "| operation (C++) | measured | goal |", "|---|---:|---:|"]
+    if "put_signal_latency" in lat:
+        out.append(f"| 8-byte put-with-signal, one-way (ping-pong / 2) | {lat['put_signal_latency']['median_us']:.3f} µs | ≤ 1 µs |")
+    if "atomic_add" in lat:
+        out.append(f"| remote atomic ADD, one initiator | {lat['atomic_add']['mops']:.1f} M/s | ≥ 20 M/s |")
+    if "barrier" in lat:
+        out.append(f"| barrier | {lat['barrier']['median_us']:.3f} µs | ≤ 1 µs |")
+    return "\n".join(out)
+
+
+def python_primitives(d):
+    recs = _load(d, "python_primitives.json")
+    if not recs:
+        return ""
+    out = ["| operation (Python, 8 bytes) | impl | µs |", "|---|---|---:|"]
+    for r in recs:
+        out.append(f"| {r['op']} | {r['impl']} | {r['median_us']:.2f} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    d = sys.argv[1] if len(sys.argv) > 1 else "bench-results"
+    print(primitives(d))
+    print()
+    print(python_primitives(d))
