@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,27 +46,38 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median seconds per call of fn, measured in batches sized to ~2 ms each,
-// over about `budget` seconds (at least 5 batches).
+// Median seconds per call of each fn, sampled in turn (fn0, fn1, ..., fn0,
+// ...) so that drift in the machine's memory speed hits all of them alike.
+// Each sample is a batch sized to ~2 ms; about `budget` seconds per fn, at
+// least 7 samples each.
+std::vector<double> TimeInterleaved(const std::vector<std::function<void()>>& fns, double budget) {
+  std::vector<int> batch(fns.size(), 1);
+  for (size_t f = 0; f < fns.size(); ++f) {
+    fns[f]();  // warm-up: faults pages in, wakes threads
+    for (;;) {
+      double t0 = Now();
+      for (int i = 0; i < batch[f]; ++i) fns[f]();
+      if (Now() - t0 > 2e-3 || batch[f] >= (1 << 20)) break;
+      batch[f] *= 2;
+    }
+  }
+  std::vector<std::vector<double>> samples(fns.size());
+  double end = Now() + budget * fns.size();
+  while (samples[0].size() < 7 || (Now() < end && samples[0].size() < 1000)) {
+    for (size_t f = 0; f < fns.size(); ++f) {
+      double t0 = Now();
+      for (int i = 0; i < batch[f]; ++i) fns[f]();
+      samples[f].push_back((Now() - t0) / batch[f]);
+    }
+  }
+  std::vector<double> med;
+  for (auto& v : samples) med.push_back(Median(v));
+  return med;
+}
+
 template <class F>
 double TimePerCall(F&& fn, double budget) {
-  fn();  // warm-up: faults pages in, wakes threads
-  int batch = 1;
-  for (;;) {
-    double t0 = Now();
-    for (int i = 0; i < batch; ++i) fn();
-    double dt = Now() - t0;
-    if (dt > 2e-3 || batch >= (1 << 20)) break;
-    batch *= 2;
-  }
-  std::vector<double> samples;
-  double end = Now() + budget;
-  while (samples.size() < 5 || (Now() < end && samples.size() < 1000)) {
-    double t0 = Now();
-    for (int i = 0; i < batch; ++i) fn();
-    samples.push_back((Now() - t0) / batch);
-  }
-  return Median(samples);
+  return TimeInterleaved({std::function<void()>(fn)}, budget)[0];
 }
 
 void Check(const hpshmem::Status& s, const char* what) {
@@ -127,16 +139,16 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     for (size_t b = 8; b <= max_bytes; b *= 8) sizes.push_back(b);
     if (sizes.back() != max_bytes) sizes.push_back(max_bytes);
     for (size_t b : sizes) {
-      double t = TimePerCall([&] { std::memcpy(local_dst.data(), src.data(), b); asm volatile("" ::: "memory"); }, budget);
-      row({"copy", "memcpy (1 thread)", 1, b, t * 1e6, b / t / 1e9, 0});
-      t = TimePerCall([&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 1), "put"); }, budget);
-      row({"put", "hpshmem", 2, b, t * 1e6, b / t / 1e9, 0});
-      t = TimePerCall([&] { Check(hpshmem::ops::GetMem(local_dst.data(), dst, b, 1, 1), "get"); }, budget);
-      row({"get", "hpshmem", 2, b, t * 1e6, b / t / 1e9, 0});
-      if (b >= (1 << 20)) {
-        t = TimePerCall([&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 2), "put"); }, budget);
-        row({"put", "hpshmem block_dim=2", 2, b, t * 1e6, b / t / 1e9, 0});
-      }
+      std::vector<std::function<void()>> fns = {
+          [&] { std::memcpy(local_dst.data(), src.data(), b); asm volatile("" ::: "memory"); },
+          [&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 1), "put"); },
+          [&] { Check(hpshmem::ops::GetMem(local_dst.data(), dst, b, 1, 1), "get"); }};
+      if (b >= (1 << 20)) fns.push_back([&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 2), "put"); });
+      std::vector<double> t = TimeInterleaved(fns, budget);
+      row({"copy", "memcpy (1 thread)", 1, b, t[0] * 1e6, b / t[0] / 1e9, 0});
+      row({"put", "hpshmem", 2, b, t[1] * 1e6, b / t[1] / 1e9, 0});
+      row({"get", "hpshmem", 2, b, t[2] * 1e6, b / t[2] / 1e9, 0});
+      if (t.size() > 3) row({"put", "hpshmem block_dim=2", 2, b, t[3] * 1e6, b / t[3] / 1e9, 0});
     }
     // One-way latency of an 8-byte put-with-signal: half a ping-pong.
     int64_t payload = 7;

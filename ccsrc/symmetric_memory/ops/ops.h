@@ -15,7 +15,7 @@
 namespace hpshmem::ops {
 
 // block_dim: threads that split the bytes; 0 takes the runtime default
-// ($HYPER_PARALLEL_SHMEM_BLOCK_DIM). Copies smaller than 256 KiB per thread
+// ($HYPER_PARALLEL_SHMEM_BLOCK_DIM). Copies smaller than 2 MiB per thread
 // run on the calling thread alone: below that, waking a thread costs more
 // than it saves.
 

@@ -10,7 +10,7 @@
 
 namespace hpshmem::ops {
 
-constexpr size_t kMinBytesPerThread = 256 * 1024;
+constexpr size_t kMinBytesPerThread = size_t{2} << 20;
 
 // Number of pieces worth running in parallel for `bytes` at `block_dim`.
 inline int PieceCount(size_t bytes, int block_dim) {
