@@ -136,6 +136,11 @@ NB_MODULE(_hpshmem, m) {
   }, nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
   m.def("free", [](uintptr_t addr) { NoGil([&] { return hpshmem::Free(P(addr)); }); });
   m.def("ptr", [](uintptr_t addr, int pe) { return reinterpret_cast<uintptr_t>(hpshmem::Ptr(P(addr), pe)); });
+  m.def("workspace", [] {
+    void* p = nullptr;
+    Check(hpshmem::CollectiveWorkspace(&p));
+    return nb::make_tuple(reinterpret_cast<uintptr_t>(p), hpshmem::kWorkspaceBytes);
+  }, "(address, bytes) of the symmetric block reserved for the library's collectives.");
   m.def("is_symmetric", [](uintptr_t addr, size_t bytes) { return hpshmem::IsSymmetric(P(addr), bytes); });
 
   m.def("put", [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {

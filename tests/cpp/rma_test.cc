@@ -124,3 +124,34 @@ TEST(Rma, BadRequestsWriteNothing) {
   }, o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
+
+TEST(Rma, CopiesSplitAcrossBlockDimThreads) {
+  // Large enough that block_dim threads really split the copy (2 MiB per thread at least),
+  // with piece boundaries that fall on no round number.
+  auto r = RunJob(3, [](int rank, int n) {
+    const size_t sizes[] = {(4 << 20) + 5, (13 << 20) + 7};
+    const size_t slot = (14 << 20);
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(slot, &buf));
+    auto* b = static_cast<unsigned char*>(buf);
+    int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    for (size_t sz : sizes) {
+      for (int bd : {2, 3, 4}) {
+        std::memset(b, kPoison, slot);
+        RCHECK_OK(hpshmem::Barrier());
+        auto data = Pattern(rank, sz, bd);
+        RCHECK_OK(hpshmem::ops::PutMem(b + 1, data.data(), sz, to, bd));
+        RCHECK_OK(hpshmem::Barrier());
+        auto want = Pattern(from, sz, bd);
+        RCHECK(b[0] == kPoison && std::memcmp(b + 1, want.data(), sz) == 0, "split put, block_dim " + std::to_string(bd));
+        for (size_t k = sz + 1; k < slot; ++k) RCHECK(b[k] == kPoison, "split put wrote past the end");
+        std::vector<unsigned char> local(sz + 2, kPoison);
+        RCHECK_OK(hpshmem::ops::GetMem(local.data() + 1, b + 1, sz, to, bd));
+        RCHECK(std::memcmp(local.data() + 1, data.data(), sz) == 0, "split get, block_dim " + std::to_string(bd));
+        RCHECK(local[0] == kPoison && local[sz + 1] == kPoison, "split get wrote outside");
+        RCHECK_OK(hpshmem::Barrier());
+      }
+    }
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -44,10 +44,11 @@ Status CheckPe(const Runtime* rt, int pe, const char* what) {
   return Status::OK();
 }
 
-// Offset of [p, p + bytes) in this rank's heap, or an error naming `what`.
+// Offset of [p, p + bytes) in this rank's symmetric range (workspace + heap),
+// or an error naming `what`.
 Status HeapOffset(const Runtime* rt, const void* p, size_t bytes, const char* what, size_t* off) {
-  auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(rt->heap);
-  if (a < base || a - base > rt->heap_bytes || bytes > rt->heap_bytes - (a - base)) {
+  auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(rt->sym_base);
+  if (a < base || a - base > rt->sym_bytes || bytes > rt->sym_bytes - (a - base)) {
     return Status::InvalidArgument(std::string(what) + ": [" + Hex(a) + ", +" + std::to_string(bytes) +
                                    " bytes) is not inside the symmetric heap");
   }
@@ -141,6 +142,8 @@ std::string Runtime::LostRanks() const {
   return s;
 }
 
+static_assert(sizeof(PeHeader) + kWorkspaceBytes <= kHeaderBytes, "the workspace overlaps the header");
+
 Runtime* CurrentRuntime() { return g_rt.load(std::memory_order_acquire); }
 
 // ---------------------------------------------------------------- lifecycle
@@ -171,11 +174,15 @@ Status Init(const InitAttr& attr) {
   HPSHMEM_RETURN_IF_ERROR(ShmTransport::Create(rt->boot.get(), rt->heap_bytes, rt->config.timeout_sec, &shm));
   rt->transport = std::move(shm);
   rt->peer_state.reset(new std::atomic<uint8_t>[rt->nranks]);
+  // The symmetric range of each segment: the collective workspace (the end
+  // of the header region), then the user heap.
   for (int r = 0; r < rt->nranks; ++r) {
     rt->peer_state[r].store(0);
-    rt->peer_heap.push_back(rt->transport->Segment(r) + kHeaderBytes);
+    rt->peer_sym.push_back(rt->transport->Segment(r) + kHeaderBytes - kWorkspaceBytes);
   }
-  rt->heap = rt->peer_heap[rt->rank];
+  rt->sym_base = rt->peer_sym[rt->rank];
+  rt->sym_bytes = kWorkspaceBytes + rt->heap_bytes;
+  rt->heap = rt->sym_base + kWorkspaceBytes;
   rt->alloc = std::make_unique<OffsetAllocator>(rt->heap_bytes);
   Runtime* raw = rt.get();
   rt->transport->StartMonitor([raw](int pe) { OnPeerLost(raw, pe); });
@@ -319,12 +326,19 @@ Status Free(void* ptr) {
   return rt->alloc->Release(off);
 }
 
+Status CollectiveWorkspace(void** base) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("CollectiveWorkspace");
+  *base = rt->sym_base;
+  return Status::OK();
+}
+
 void* Ptr(const void* local, int pe) {
   Runtime* rt = CurrentRuntime();
   if (!rt || pe < 0 || pe >= rt->nranks) return nullptr;
   size_t off;
   if (!HeapOffset(rt, local, 0, "Ptr", &off).ok()) return nullptr;
-  return rt->peer_heap[pe] + off;
+  return rt->peer_sym[pe] + off;
 }
 
 bool IsSymmetric(const void* p, size_t bytes) {
@@ -342,7 +356,7 @@ Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMem"));
   HPSHMEM_RETURN_IF_ERROR(HeapOffset(rt, dest, bytes, "PutMem dest", &off));
   if (bytes && !src) return Status::InvalidArgument("PutMem: src is null");
-  if (bytes) std::memmove(rt->peer_heap[pe] + off, src, bytes);
+  if (bytes) std::memmove(rt->peer_sym[pe] + off, src, bytes);
   return Status::OK();
 }
 
@@ -353,7 +367,7 @@ Status GetMem(void* dest, const void* src, size_t bytes, int pe) {
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "GetMem"));
   HPSHMEM_RETURN_IF_ERROR(HeapOffset(rt, src, bytes, "GetMem src", &off));
   if (bytes && !dest) return Status::InvalidArgument("GetMem: dest is null");
-  if (bytes) std::memmove(dest, rt->peer_heap[pe] + off, bytes);
+  if (bytes) std::memmove(dest, rt->peer_sym[pe] + off, bytes);
   return Status::OK();
 }
 
@@ -388,11 +402,11 @@ Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp 
 Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe) {
   HPSHMEM_RETURN_IF_ERROR(ValidateSignal(sig, type, value, op, pe));
   Runtime* rt = CurrentRuntime();
-  size_t off = static_cast<uint8_t*>(sig) - rt->heap;
+  size_t off = static_cast<uint8_t*>(sig) - rt->sym_base;
   // x86 non-temporal stores (large memcpy) are not ordered by a plain
   // release; sfence makes every earlier put visible before the signal.
   (void)Fence();
-  uint8_t* target = rt->peer_heap[pe] + off;
+  uint8_t* target = rt->peer_sym[pe] + off;
   if (type == SignalType::kInt32) {
     std::atomic_ref<int32_t> w(*reinterpret_cast<int32_t*>(target));
     if (op == SignalOp::kSet) w.store(static_cast<int32_t>(value), std::memory_order_seq_cst);

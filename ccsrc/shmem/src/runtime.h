@@ -26,9 +26,11 @@ struct Runtime {
   std::mutex alloc_mu;
   uint64_t alloc_seq = 0;        // collective allocator calls so far
   uint64_t barrier_epoch = 0;
-  uint8_t* heap = nullptr;       // this rank's user heap
+  uint8_t* sym_base = nullptr;   // this rank's symmetric range: workspace, then heap
+  size_t sym_bytes = 0;
+  uint8_t* heap = nullptr;       // this rank's user heap (sym_base + kWorkspaceBytes)
   size_t heap_bytes = 0;
-  std::vector<uint8_t*> peer_heap;  // user heap of each rank, mapped here
+  std::vector<uint8_t*> peer_sym;  // symmetric range of each rank, mapped here
   std::unique_ptr<std::atomic<uint8_t>[]> peer_state;
   std::atomic<int> lost_count{0};
   std::atomic<bool> finalizing{false};

@@ -67,7 +67,8 @@ _handler = get_platform().get_symmetric_memory_handler()
 __all__ = [
     "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
     "shmem_wait_for_signal", "shmem_put_with_signal", "barrier", "rendezvous", "get_rank",
-    "get_world_size", "finalize", "debug_state", "ShmemError", "ShmemValueError", "ShmemTypeError",
+    "get_world_size", "finalize", "debug_state", "shmem_allgather", "shmem_alltoall",
+    "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "ShmemError", "ShmemValueError", "ShmemTypeError",
     "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
     "CollectiveMismatchError", "BootstrapError", "NotInitializedError",
 ]
@@ -405,6 +406,170 @@ def barrier() -> None:
     _C.barrier()
 
 
+# --------------------------------------------------------------------------- collectives
+def _mode(mode) -> str:
+    if mode not in ("push", "pull"):
+        raise _value_error(f"mode must be 'push' or 'pull', got {mode!r}")
+    return mode
+
+
+def _shape(x):
+    return _handler.ndim_shape(x)
+
+
+def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None):
+    """Collective. ``output_tensor`` (symmetric, W x numel(input) elements, same dtype) receives
+    every rank's ``input_tensor`` concatenated in rank order (flat). Reusable back to back
+    with no re-zeroing or barrier; this rank's output is not written by a faster peer before
+    this rank enters its next call. ``mode="pull"`` reads the pieces in rank order instead of
+    having them pushed. Returns ``output_tensor``.
+
+    Raises: ShmemTypeError (dtypes), ShmemValueError (sizes, mode), ShmemTimeoutError, PeerDeadError.
+    """
+    from hyper_parallel.core.symmetric_memory.algorithms import collectives
+
+    o_addr, o_numel, itemsize, o_dtype = _symmetric(output_tensor, "output_tensor")
+    i_addr, i_numel, _, i_dtype = _tensor(input_tensor, "input_tensor")
+    if o_dtype != i_dtype:
+        raise _type_error(f"output_tensor ({o_dtype}) and input_tensor ({i_dtype}) must have the same dtype")
+    _ensure_init()
+    w = _state.world
+    if o_numel != w * i_numel:
+        raise _value_error(f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
+                           f"{w * i_numel} elements, has {o_numel}")
+    collectives.allgather(o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim))
+    return output_tensor
+
+
+def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None):
+    """Collective. ``send_tensor_list[p]`` goes to rank p; ``receive_tensor`` (symmetric) receives
+    the pieces packed in source-rank order, ``receive_list[q]`` elements (a list of ints or an
+    integer tensor) from rank q. Uneven and empty pieces are fine; the offsets are exchanged
+    by the library, and a size that disagrees with the sender raises CollectiveMismatchError
+    on both sides. In ``mode="pull"`` every send tensor must be symmetric. Returns ``receive_tensor``.
+    """
+    from hyper_parallel.core.symmetric_memory.algorithms import collectives
+
+    r_addr, r_numel, itemsize, r_dtype = _symmetric(receive_tensor, "receive_tensor")
+    _ensure_init()
+    w = _state.world
+    mode = _mode(mode)
+    if not isinstance(send_tensor_list, (list, tuple)) or len(send_tensor_list) != w:
+        raise _value_error(f"send_tensor_list must be a list of world_size = {w} tensors")
+    sends = []
+    for p, t in enumerate(send_tensor_list):
+        name = f"send_tensor_list[{p}]"
+        addr, numel, _, dtype = _symmetric(t, name) if mode == "pull" else _tensor(t, name)
+        if dtype != r_dtype:
+            raise _type_error(f"{name} ({dtype}) and receive_tensor ({r_dtype}) must have the same dtype")
+        sends.append((addr, numel))
+    if _handler.is_tensor(receive_list):
+        if not _handler.is_integer_dtype(_handler.describe(receive_list)[3]):
+            raise _type_error("receive_list must hold integers")
+        counts = [int(v) for v in receive_list.tolist()]
+    elif isinstance(receive_list, (list, tuple)):
+        counts = [_index(v, f"receive_list[{q}]") for q, v in enumerate(receive_list)]
+    else:
+        raise _type_error(f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}")
+    if len(counts) != w:
+        raise _value_error(f"receive_list must have world_size = {w} entries, has {len(counts)}")
+    if any(v < 0 for v in counts):
+        raise _value_error(f"receive_list entries must be >= 0, got {counts}")
+    if sum(counts) > r_numel:
+        raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
+    collectives.alltoall(sends, r_addr, counts, itemsize, mode, _block_dim(block_dim))
+    return receive_tensor
+
+
+def _matrix(x, name):
+    info = _tensor(x, name)
+    shape = _shape(x)
+    if len(shape) != 2:
+        raise _value_error(f"{name} must be 2-D, has shape {shape}")
+    return info, shape
+
+
+def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push"):
+    """Collective. ``gather_out = AllGather(a)`` along dim 0 and ``c = gather_out @ b``, overlapped:
+    each block of ``block_size`` rows of ``a`` is pushed with a signal of its own, and the
+    matmul of a block starts as soon as its signal is seen while later blocks are in flight.
+
+    Shapes: a (m, k); b (k, n); gather_out symmetric (W*m, k); c (W*m, n) or None (allocated);
+    one dtype throughout. ``signal``: symmetric int32/int64 with at least W * ceil(m/block_size)
+    elements, zeroed once after allocation (never again: calls use growing epochs).
+    ``block_size`` defaults to ceil(m / 4) (the RFC's four blocks per rank). Returns (gather_out, c).
+    """
+    from hyper_parallel.core.symmetric_memory.algorithms import fused
+
+    (_, _, itemsize, dtype), (m, k) = _matrix(a, "a")
+    (_, _, _, b_dtype), (kb, n) = _matrix(b, "b")
+    _ensure_init()
+    w = _state.world
+    if kb != k:
+        raise _value_error(f"a is ({m}, {k}) but b is ({kb}, {n}): inner dimensions differ")
+    (_, _, _, g_dtype) = _symmetric(gather_out, "gather_out")
+    if _shape(gather_out) != (w * m, k):
+        raise _value_error(f"gather_out must have shape (world_size*m, k) = ({w * m}, {k}), has {_shape(gather_out)}")
+    if c is None:
+        c = _handler.new_empty((w * m, n), dtype)
+    (_, _, _, c_dtype), c_shape = _matrix(c, "c")
+    if c_shape != (w * m, n):
+        raise _value_error(f"c must have shape (world_size*m, n) = ({w * m}, {n}), has {c_shape}")
+    for name, dt in (("b", b_dtype), ("gather_out", g_dtype), ("c", c_dtype)):
+        if dt != dtype:
+            raise _type_error(f"{name} ({dt}) must have a's dtype ({dtype})")
+    if block_size is None:
+        block_rows = max(1, -(-m // 4))
+    else:
+        block_rows = _int(block_size, "block_size")
+        if block_rows < 1:
+            raise _value_error(f"block_size must be >= 1, got {block_rows}")
+    nblocks = -(-m // block_rows)
+    sig_addr, width, _ = _signal(signal, 0)
+    s_numel = _tensor(signal, "signal")[1]
+    if s_numel < w * nblocks:
+        raise _value_error(f"signal must have at least world_size * ceil(m / block_size) = {w} * {nblocks} = "
+                           f"{w * nblocks} elements, has {s_numel}")
+    return fused.all_gather_matmul(_handler, a, b, c, gather_out, (sig_addr, width), m=m, k=k,
+                                   block_rows=block_rows, nblocks=nblocks, itemsize=itemsize, mode=_mode(mode))
+
+
+def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push"):
+    """Collective. Returns rows [r*m/W, (r+1)*m/W) of the sum (``reduce_op="sum"``) or mean
+    (``"avg"``) over ranks of ``x1 @ x2``, on rank r. Partial products go out in the RFC's
+    rotated order ``(rank + j) % W`` while the next one is computed; the receiver adds them
+    up as they arrive (half precision in float32).
+
+    Shapes: x1 (m, k), x2 (k, n), m divisible by W; ``symm_tensor`` symmetric, x1's dtype, at
+    least m*n elements (the landing slots); ``signal`` symmetric int32/int64 with at least W
+    elements, zeroed once after allocation. Returns a new (m/W, n) tensor.
+    """
+    from hyper_parallel.core.symmetric_memory.algorithms import fused
+
+    (_, _, itemsize, dtype), (m, k) = _matrix(x1, "x1")
+    (_, _, _, x2_dtype), (k2, n) = _matrix(x2, "x2")
+    _ensure_init()
+    w = _state.world
+    if k2 != k:
+        raise _value_error(f"x1 is ({m}, {k}) but x2 is ({k2}, {n}): inner dimensions differ")
+    if x2_dtype != dtype:
+        raise _type_error(f"x2 ({x2_dtype}) must have x1's dtype ({dtype})")
+    if m % w:
+        raise _value_error(f"x1 has {m} rows, not divisible by world_size {w}")
+    if reduce_op not in ("sum", "avg"):
+        raise _value_error(f"reduce_op must be 'sum' or 'avg', got {reduce_op!r}")
+    _, s_numel, _, s_dtype = _symmetric(symm_tensor, "symm_tensor")
+    if s_dtype != dtype:
+        raise _type_error(f"symm_tensor ({s_dtype}) must have x1's dtype ({dtype})")
+    if s_numel < m * n:
+        raise _value_error(f"symm_tensor must have at least m*n = {m * n} elements, has {s_numel}")
+    sig_addr, width, _ = _signal(signal, 0)
+    if _tensor(signal, "signal")[1] < w:
+        raise _value_error(f"signal must have at least world_size = {w} elements")
+    return fused.matmul_reduce_scatter(_handler, x1, x2, symm_tensor, (sig_addr, width), m=m, n=n,
+                                       itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode))
+
+
 # --------------------------------------------------------------------------- rendezvous
 class SymmetricMemoryHandle:
     """Peer views of one symmetric tensor (in the spirit of torch's symmetric memory)."""
@@ -501,6 +666,8 @@ def finalize() -> None:
         _state.allocs.clear()
         _state.bases.clear()
         _state.world = 0
+        from hyper_parallel.core.symmetric_memory.algorithms import _comm
+        _comm.reset()
         _C.finalize()
 
 

@@ -90,6 +90,12 @@ Status Free(void* ptr);
 // range, or pe is not directly reachable.
 void* Ptr(const void* local, int pe);
 
+// A symmetric block of kWorkspaceBytes reserved by Init for the library's
+// own collectives (epoch signals, exchanged counts): zero at Init, at the
+// same offset on every rank, never handed out by Malloc.
+constexpr size_t kWorkspaceBytes = 64 * 1024;
+Status CollectiveWorkspace(void** base);
+
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
 

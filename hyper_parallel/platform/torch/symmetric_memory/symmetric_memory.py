@@ -129,11 +129,43 @@ class TorchSymmetricMemoryHandler:
             t.set_()
 
     # ------------------------------------------------------------ tensor ops (algorithms)
+    # The protocol the algorithms compute through; nothing else of torch is used there.
+    def rows(self, t, r0: int, r1: int):
+        """Rows [r0, r1) of a 2-D tensor, without copying."""
+        return t[r0:r1]
+
+    def flat_view(self, t, count: int, shape):
+        """The first `count` elements of `t`, viewed as `shape`, without copying."""
+        return t.reshape(-1)[:count].view(shape)
+
+    def matmul(self, a, b):
+        return torch.matmul(a, b)
+
+    def matmul_into(self, a, b, out, r0: int, r1: int):
+        """out[r0:r1] = a @ b, written in place."""
+        torch.matmul(a, b, out=out[r0:r1])
+
+    def add_(self, acc, x):
+        acc.add_(x)
+
+    def scale_(self, acc, factor: float):
+        if acc.dtype.is_floating_point:
+            acc.mul_(factor)
+        else:
+            acc.div_(round(1 / factor), rounding_mode="trunc")
+
     def zeros(self, shape, dtype):
         return torch.zeros(shape, dtype=dtype)
 
-    def empty_local(self, shape, dtype):
+    def new_empty(self, shape, dtype):
         return torch.empty(shape, dtype=dtype)
 
-    def matmul(self, a, b, out=None):
-        return torch.matmul(a, b, out=out)
+    def cast(self, t, dtype):
+        return t if t.dtype == dtype else t.to(dtype)
+
+    def accumulate_dtype(self, t):
+        """Half-precision partial sums are accumulated in float32."""
+        return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
+
+    def ndim_shape(self, t):
+        return tuple(t.shape)
