@@ -53,8 +53,47 @@ def python_primitives(d):
     return "\n".join(out)
 
 
+def collectives(d, name="collectives.json"):
+    recs = _load(d, name)
+    if not recs:
+        return ""
+    ranks = recs[0]["ranks"]
+    out = []
+    for op in ("allgather", "alltoall"):
+        t = {}
+        for r in recs:
+            if r["op"] == op:
+                t.setdefault(r["bytes"], {})[r["impl"]] = r["median_us"]
+        out += [f"**{op}, {ranks} ranks** (time per call in µs; bytes = what each rank contributes)", "",
+                "| bytes/rank | ours (push) | ours (pull) | gloo | Open MPI | gloo / ours | Open MPI / ours |",
+                "|---:|---:|---:|---:|---:|---:|---:|"]
+        for b in sorted(t):
+            row = t[b]
+            ours = row.get("hyper_parallel push")
+            cells = [f"{row[k]:.1f}" if k in row else "–" for k in
+                     ("hyper_parallel push", "hyper_parallel pull", "gloo", "Open MPI")]
+            ratios = [f"{row[k] / ours:.1f}x" if k in row and ours else "–" for k in ("gloo", "Open MPI")]
+            out.append(f"| {_size(b)} | " + " | ".join(cells + ratios) + " |")
+        out.append("")
+    fused = [r for r in recs if r["op"] in ("ag_matmul", "matmul_rs")]
+    if fused:
+        out += [f"**fused ops, {ranks} ranks, {fused[0].get('shape', '')}** (ms per call)", "",
+                "| op | dtype | fused | ours unfused | gloo unfused | unfused / fused |", "|---|---|---:|---:|---:|---:|"]
+        for op in ("ag_matmul", "matmul_rs"):
+            for dt in ("float32", "bfloat16"):
+                row = {r["impl"].split()[0]: r["median_us"] for r in fused if r["op"] == op and r["impl"].endswith(dt)}
+                if "fused" in row:
+                    out.append(f"| {op} | {dt} | {row['fused'] / 1e3:.2f} | {row.get('ours', 0) / 1e3:.2f} | "
+                               f"{row.get('gloo', 0) / 1e3:.2f} | {row.get('ours', 0) / row['fused']:.2f}x |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     d = sys.argv[1] if len(sys.argv) > 1 else "bench-results"
     print(primitives(d))
     print()
     print(python_primitives(d))
+    print()
+    print(collectives(d))
+    print()
+    print(collectives(d, "collectives_4ranks.json"))

@@ -139,7 +139,7 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
         for block_size in (None, 1, 4, 5, 13, 100):
             a = _data(dtype, (m, k), rank + 17)
             b = _data(dtype, (k, n), 99)
-            bs = block_size or -(-m // 4)
+            bs = block_size or max(-(-m // 4), min(m, 256))
             nb = -(-m // bs)
             gather_out = symm.empty((world * m, k), dtype=dtype)
             signal = symm.empty(world * nb, dtype=torch.int32)

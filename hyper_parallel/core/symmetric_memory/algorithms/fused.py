@@ -2,13 +2,16 @@
 
 Communication is the runtime's put/get/signal by address; computation goes through the
 handler's tensor-ops protocol (``rows``, ``flat_view``, ``matmul_into``, ``matmul``, ``add_``,
-``scale_``, ``zeros``, ``new_empty``, ``cast``, ``accumulate_dtype``). Pushes run on a background thread while the calling thread
-computes: both release the GIL, so they overlap for real.
+``scale_``, ``copy_as``, ``new_empty``, ``cast``, ``accumulate_dtype``). Pushes run on a background thread while the calling thread
+computes (both release the GIL, so they overlap for real) when the host has a core to
+spare per rank; otherwise the calling thread issues them between its matmuls.
 
 Signals: the caller's signal tensor is set to the call's epoch (never reset between calls),
 and waits compare ``>=`` it. It must be zero when first used, as in the RFC's example.
 """
 from __future__ import annotations
+
+import os
 
 from hyper_parallel import _hpshmem as _C
 from hyper_parallel.core.symmetric_memory.algorithms._comm import WORD, _ADD, _GE, _SET, comm
@@ -24,12 +27,24 @@ def _check_signal_clear(c, sig_addr: int, width: int, count: int, e: int, what: 
                 f"allocating it (it is never reset between calls)")
 
 
+def _spare_cores(world: int) -> bool:
+    """Pushes go to a worker thread only when the host has cores beyond one per rank; on a
+    host the ranks already fill, a second thread per rank slows the matmuls down more than
+    the overlap gains (measured: benchmarks/bench_collectives.py)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return cores >= 2 * world
+
+
 def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_rows: int, nblocks: int,
                       itemsize: int, mode: str):
     """gather_out = AllGather(a) (dim 0); c_out = gather_out @ b, block by block.
 
     a: (m, k) local; gather_out: (W*m, k) symmetric; c_out: (W*m, n); sig = (addr, width) of
     W*nblocks signal words: slot src*nblocks + blk says "block blk of rank src has arrived".
+    A rank computes its own blocks first, then each source's blocks as they arrive.
     """
     c = comm()
     me, w = c.rank, c.world
@@ -41,49 +56,45 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
     _check_signal_clear(c, sig_addr, width, w * nblocks, e, "fused_all_gather_matmul")
     c.wait_consumed()  # pull readers of our gather_out slot from an earlier call
     _C.put(g_addr + me * m * row_bytes, a_addr, m * row_bytes, me, 0)
+    c.begin()
 
-    def blocks():
-        for blk in range(nblocks):
-            r0 = blk * block_rows
-            yield blk, r0, min(m, r0 + block_rows)
-
-    if mode == "push":
-        c.begin()
-
-        def push_all():
-            for j in range(1, w):
-                c.wait_ready((me + j) % w, e)
-            for blk, r0, r1 in blocks():  # block-major: every peer gets block 0 first
-                for j in range(1, w):
-                    p = (me + j) % w
+    def announce_all():
+        for j in range(1, w):
+            p = (me + j) % w
+            c.wait_ready(p, e)
+            for blk in range(nblocks):  # block-major order is kept per peer
+                r0 = blk * block_rows
+                r1 = min(m, r0 + block_rows)
+                slot = sig_addr + (me * nblocks + blk) * width
+                if mode == "push":
                     off = (me * m + r0) * row_bytes
-                    _C.put_signal(g_addr + off, a_addr + r0 * row_bytes, (r1 - r0) * row_bytes,
-                                  sig_addr + (me * nblocks + blk) * width, width, e, _SET, p, 0)
+                    _C.put_signal(g_addr + off, a_addr + r0 * row_bytes, (r1 - r0) * row_bytes, slot, width, e,
+                                  _SET, p, 0)
+                else:  # pull: our slot is in place; tell the consumer the block may be read
+                    _C.signal(slot, width, e, _SET, p)
 
-        pending = c.pusher().submit(push_all) if w > 1 else None
-    else:
-        c.begin()  # our slot is in place: announcing the call publishes it
-        for blk in range(nblocks):
-            for j in range(1, w):  # tell every consumer each block is ready here
-                p = (me + j) % w
-                c.wait_ready(p, e)
-                _C.signal(sig_addr + (me * nblocks + blk) * width, width, e, _SET, p)
-        pending = None
+    pending = None
+    if w > 1 and mode == "push" and _spare_cores(w):
+        pending = c.pusher().submit(announce_all)
+    elif w > 1:
+        announce_all()
     try:
-        # Our own rows first: no wait at all.
-        for blk, r0, r1 in blocks():
+        # One matmul per block, always: the row partition (and so every bit of c) does not
+        # depend on when blocks arrive. Our own blocks need no wait.
+        for blk in range(nblocks):
+            r0, r1 = blk * block_rows, min(m, (blk + 1) * block_rows)
             h.matmul_into(h.rows(a, r0, r1), b, c_out, me * m + r0, me * m + r1)
         sources = range(w) if mode == "pull" else [(me - j) % w for j in range(1, w)]
         for src in sources:
             if src == me:
                 continue
-            for blk, r0, r1 in blocks():
-                _C.wait_until(sig_addr + (src * nblocks + blk) * width, width, _GE, e,
-                              f"signal[{src * nblocks + blk}]")
-                g0 = src * m + r0
+            for blk in range(nblocks):
+                slot = src * nblocks + blk
+                _C.wait_until(sig_addr + slot * width, width, _GE, e, f"signal[{slot}]")
+                g0, g1 = src * m + blk * block_rows, src * m + min(m, (blk + 1) * block_rows)
                 if mode == "pull":
-                    _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (r1 - r0) * row_bytes, src, 0)
-                h.matmul_into(h.rows(gather_out, g0, src * m + r1), b, c_out, g0, src * m + r1)
+                    _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (g1 - g0) * row_bytes, src, 0)
+                h.matmul_into(h.rows(gather_out, g0, g1), b, c_out, g0, g1)
             if mode == "pull":
                 _C.signal(c.consumed, WORD, 1, _ADD, src)
     finally:
@@ -100,6 +111,9 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     symm_out: symmetric, >= m*n elements of the result dtype; push: rank s deposits its
     partial for rank t in t's rows [s*mr, (s+1)*mr); pull: rank s keeps its partial for t in
     its own rows [t*mr, (t+1)*mr) and t reads it. sig: W signal words, slot s = "from rank s".
+    Partials are computed for the targets in the RFC's rotated order (rank + j) % W, each sent
+    as soon as it is ready; the receiver sums in rank order, so the result does not depend on
+    arrival timing or on the mode (push and pull agree bit for bit).
     """
     c = comm()
     me, w = c.rank, c.world
@@ -111,42 +125,46 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     _check_signal_clear(c, sig_addr, width, w, e, "fused_matmul_reduce_scatter")
     c.wait_consumed()
     c.begin()
-    order = [(me + j) % w for j in range(w)]  # the RFC's rotation: spread the targets
     own = None
     pending = []
-    pool = c.pusher()
+    pool = c.pusher() if mode == "push" and _spare_cores(w) else None
 
     def push(t, part):
         c.wait_ready(t, e)
-        _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes,
-                      sig_addr + me * width, width, e, _SET, t, 0)
+        _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e,
+                      _SET, t, 0)
 
     try:
-        for t in order:
+        for t in [(me + j) % w for j in range(w)]:
             part = h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2)
             if t == me:
                 own = part
             elif mode == "push":
-                pending.append(pool.submit(push, t, part))  # overlaps the next matmul
+                if pool is not None:
+                    pending.append(pool.submit(push, t, part))  # overlaps the next matmul
+                else:
+                    push(t, part)
             else:
                 _C.put(s_addr + t * slot_bytes, h.describe(part)[0], slot_bytes, me, 0)
                 c.wait_ready(t, e)
                 _C.signal(sig_addr + me * width, width, e, _SET, t)
-        # Sum in rank order in both modes, so the result does not depend on arrival
-        # timing or on the mode (push and pull agree bit for bit).
-        acc = h.zeros((mr, n), h.accumulate_dtype(own))
+        acc_dtype = h.accumulate_dtype(own)
+        acc = None
         for src in range(w):
             if src == me:
-                h.add_(acc, own)
-                continue
-            _C.wait_until(sig_addr + src * width, width, _GE, e, f"signal[{src}]")
-            if mode == "pull":
-                part = h.new_empty((mr, n), h.describe(own)[3])
-                _C.get(h.describe(part)[0], s_addr + me * slot_bytes, slot_bytes, src, 0)
-                _C.signal(c.consumed, WORD, 1, _ADD, src)
+                part = own
             else:
-                part = h.rows(h.flat_view(symm_out, mr * n * w, (w * mr, n)), src * mr, (src + 1) * mr)
-            h.add_(acc, part)
+                _C.wait_until(sig_addr + src * width, width, _GE, e, f"signal[{src}]")
+                if mode == "pull":
+                    part = h.new_empty((mr, n), h.describe(own)[3])
+                    _C.get(h.describe(part)[0], s_addr + me * slot_bytes, slot_bytes, src, 0)
+                    _C.signal(c.consumed, WORD, 1, _ADD, src)
+                else:
+                    part = h.rows(h.flat_view(symm_out, mr * n * w, (w * mr, n)), src * mr, (src + 1) * mr)
+            if acc is None:
+                acc = h.copy_as(part, acc_dtype)  # never a view of a receive slot
+            else:
+                h.add_(acc, part)
     finally:
         for f in pending:
             f.result()

@@ -154,8 +154,9 @@ class TorchSymmetricMemoryHandler:
         else:
             acc.div_(round(1 / factor), rounding_mode="trunc")
 
-    def zeros(self, shape, dtype):
-        return torch.zeros(shape, dtype=dtype)
+    def copy_as(self, t, dtype):
+        """A new tensor with t's values in `dtype` (always a copy)."""
+        return t.to(dtype, copy=True)
 
     def new_empty(self, shape, dtype):
         return torch.empty(shape, dtype=dtype)

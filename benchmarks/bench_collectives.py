@@ -1,0 +1,260 @@
+"""Collectives and fused ops beside torch.distributed gloo and Open MPI (mpi4py), in one run.
+
+    python benchmarks/bench_collectives.py [--ranks 2] [--quick] [--out bench-results/collectives.json]
+
+For per-rank sizes from 8 B to 64 MiB: our shmem_allgather / shmem_alltoall vs gloo
+all_gather_into_tensor / all_to_all_single vs Open MPI Allgather / Alltoall (started here
+with mpirun; its figures are merged into the same JSON). Then the fused ops on the RFC's
+shapes (m_local 512, k 1024, n 2048; fp32 and bf16) vs the unfused sequences: gloo
+all-gather + matmul, matmul + gloo reduce-scatter, and our own collectives + matmul.
+
+Every figure is the median over timed batches of back-to-back calls, as seen by rank 0
+(each batch starts after a barrier). Writes JSON and a PNG plot; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SIZES = [8, 64, 512, 4096, 32768, 262144, 1 << 20, 1 << 21, 1 << 24, 1 << 26]
+QUICK_SIZES = [8, 4096, 262144, 1 << 20, 1 << 22]
+
+
+def _median_time(fn, barrier, budget, bcast, min_batches=3, max_batches=50):
+    """Median seconds per call. Rank 0 sizes the batches and `bcast` hands its choice to
+    every rank: all ranks must make the same number of calls and barriers."""
+    fn()  # warm-up
+    barrier()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    per = max(1, min(1000, int(0.02 / one)))
+    batches = max(min_batches, min(max_batches, int(budget / (one * per))))
+    per, batches = bcast(per, batches)
+    samples = []
+    for _ in range(batches):
+        barrier()
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        samples.append((time.perf_counter() - t0) / per)
+    return statistics.median(samples)
+
+
+# ----------------------------------------------------------------------------- ours + gloo
+def _worker(rank, world, port, sizes, quick, result_file):
+    import torch
+    import torch.distributed as dist
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    torch.set_num_threads(1)  # ranks fill the cores; idle OpenMP workers would spin against the peer
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    budget = 0.3 if quick else 1.0
+    recs = []
+
+    def bcast(per, batches):
+        t = torch.tensor([per, batches])
+        dist.broadcast(t, 0)
+        return int(t[0]), int(t[1])
+
+    def timed(fn, barrier, budget_):
+        return _median_time(fn, barrier, budget_, bcast)
+
+    def rec(op, impl, nbytes, sec, **extra):
+        if rank == 0:
+            r = {"op": op, "impl": impl, "ranks": world, "bytes": nbytes, "median_us": round(sec * 1e6, 3)}
+            if nbytes:
+                r["gbps"] = round(nbytes * world / sec / 1e9, 3)  # data gathered/exchanged per rank
+            r.update(extra)
+            recs.append(r)
+            print(f"{op:22s} {impl:26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
+
+    for nbytes in sizes:
+        n = max(1, nbytes // 4)
+        x = torch.randn(n)
+        out = symm.empty(world * n, dtype=torch.float32)
+        recv = symm.empty(n, dtype=torch.float32)
+        gl_out = torch.empty(world * n)
+        per = n // world
+        sends = [x[p * per:(p + 1) * per] for p in range(world)]
+        counts = [per] * world
+        a2a_in, a2a_out = x[:per * world].clone(), torch.empty(per * world)
+        rec("allgather", "hyper_parallel push", nbytes,
+            timed(lambda: symm.shmem_allgather(out, x), symm.barrier, budget))
+        rec("allgather", "hyper_parallel pull", nbytes,
+            timed(lambda: symm.shmem_allgather(out, x, mode="pull"), symm.barrier, budget))
+        gloo_budget = budget if nbytes <= (1 << 21) else 0.0
+        rec("allgather", "gloo", nbytes,
+            timed(lambda: dist.all_gather_into_tensor(gl_out, x), dist.barrier, gloo_budget))
+        rec("alltoall", "hyper_parallel push", nbytes,
+            timed(lambda: symm.shmem_alltoall(sends, recv, counts), symm.barrier, budget))
+        rec("alltoall", "gloo", nbytes,
+            timed(lambda: dist.all_to_all_single(a2a_out, a2a_in), dist.barrier, gloo_budget))
+        symm.free(recv)
+        symm.free(out)
+
+    # Fused ops on the RFC's shapes.
+    m, k, n = (128, 256, 512) if quick else (512, 1024, 2048)
+    for dtype in (torch.float32, torch.bfloat16):
+        dn = str(dtype).replace("torch.", "")
+        a = torch.randn(m, k).to(dtype)
+        b = torch.randn(k, n).to(dtype)
+        gather_out = symm.empty((world * m, k), dtype=dtype)
+        sig = symm.empty(world * 4, dtype=torch.int32)
+        sig.zero_()
+        c = torch.empty(world * m, n, dtype=dtype)
+        gl_gather = torch.empty(world * m, k, dtype=dtype)
+        symm.barrier()
+
+        def unfused_ours_ag():
+            symm.shmem_allgather(gather_out, a)
+            torch.matmul(gather_out, b, out=c)
+
+        def unfused_gloo_ag():
+            dist.all_gather_into_tensor(gl_gather, a)
+            torch.matmul(gl_gather, b, out=c)
+
+        shape = f"m={m} k={k} n={n}"
+        rec("ag_matmul", f"fused {dn}", 0, timed(
+            lambda: symm.fused_all_gather_matmul(a, b, c, gather_out, sig), symm.barrier, budget), shape=shape)
+        rec("ag_matmul", f"ours unfused {dn}", 0, timed(unfused_ours_ag, symm.barrier, budget), shape=shape)
+        rec("ag_matmul", f"gloo unfused {dn}", 0, timed(unfused_gloo_ag, dist.barrier, budget), shape=shape)
+
+        x1 = torch.randn(world * m, k).to(dtype)
+        symm_t = symm.empty((world * m, n), dtype=dtype)
+        sig2 = symm.empty(world, dtype=torch.int32)
+        sig2.zero_()
+        a2a_recv = symm.empty(world * m * n, dtype=dtype)
+        rs_out = torch.empty(m, n, dtype=dtype)
+        symm.barrier()
+
+        def unfused_ours_rs():
+            full = torch.matmul(x1, b)
+            symm.shmem_alltoall(list(full.view(world, m * n).unbind(0)), a2a_recv, [m * n] * world)
+            return a2a_recv.view(world, m, n).float().sum(0).to(dtype)
+
+        def unfused_gloo_rs():
+            full = torch.matmul(x1, b)
+            dist.reduce_scatter_tensor(rs_out, full)
+
+        rec("matmul_rs", f"fused {dn}", 0, timed(
+            lambda: symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum"), symm.barrier, budget), shape=shape)
+        rec("matmul_rs", f"ours unfused {dn}", 0, timed(unfused_ours_rs, symm.barrier, budget), shape=shape)
+        rec("matmul_rs", f"gloo unfused {dn}", 0, timed(unfused_gloo_rs, dist.barrier, budget), shape=shape)
+        for t in (a2a_recv, sig2, symm_t, sig, gather_out):
+            symm.free(t)
+
+    if rank == 0:
+        with open(result_file, "w") as f:
+            json.dump(recs, f)
+    symm.finalize()
+    dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------- Open MPI
+def _mpi_main(sizes, quick, result_file):
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    budget = 0.3 if quick else 1.0
+    recs = []
+    for nbytes in sizes:
+        n = max(1, nbytes // 4)
+        x = np.random.rand(n).astype(np.float32)
+        out = np.empty(world * n, dtype=np.float32)
+        per = n // world
+        a2a_in, a2a_out = x[:per * world].copy(), np.empty(per * world, dtype=np.float32)
+        for op, fn in (("allgather", lambda: comm.Allgather(x, out)),
+                       ("alltoall", lambda: comm.Alltoall(a2a_in, a2a_out))):
+            sec = _median_time(fn, comm.Barrier, budget, lambda p, b: comm.bcast((p, b), root=0))
+            if rank == 0:
+                recs.append({"op": op, "impl": "Open MPI", "ranks": world, "bytes": nbytes,
+                             "median_us": round(sec * 1e6, 3), "gbps": round(nbytes * world / sec / 1e9, 3)})
+                print(f"{op:22s} {'Open MPI':26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
+    if rank == 0:
+        with open(result_file, "w") as f:
+            json.dump(recs, f)
+
+
+def _run_mpi(ranks, sizes, quick, tmp):
+    if not shutil.which("mpirun"):
+        print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
+        return []
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        print("mpi4py not installed: Open MPI rows skipped")
+        return []
+    path = os.path.join(tmp, "mpi.json")
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--bind-to", "none",
+           sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
+    if quick:
+        cmd.append("--quick")
+    subprocess.run(cmd, check=True)
+    return json.load(open(path))
+
+
+# ----------------------------------------------------------------------------- report
+def _plot(recs, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, op in zip(axes, ("allgather", "alltoall")):
+        impls = sorted({r["impl"] for r in recs if r["op"] == op})
+        for impl in impls:
+            pts = sorted((r["bytes"], r["median_us"]) for r in recs if r["op"] == op and r["impl"] == impl)
+            ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+        ax.set_title(f"{op}, {recs[0]['ranks']} ranks (lower is better)")
+        ax.set_xlabel("bytes per rank")
+        ax.set_ylabel("time per call (us)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="bench-results/collectives.json")
+    ap.add_argument("--mpi-worker")
+    ap.add_argument("--sizes")
+    args = ap.parse_args()
+    if args.mpi_worker:
+        return _mpi_main([int(s) for s in args.sizes.split(",")], args.quick, args.mpi_worker)
+    sizes = QUICK_SIZES if args.quick else SIZES
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "2g")
+        ours_path = os.path.join(tmp, "ours.json")
+        mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path), nprocs=args.ranks, join=True)
+        recs = json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"benchmark": "collectives", "records": recs}, f, indent=1)
+    _plot(recs, os.path.splitext(args.out)[0] + ".png")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
