@@ -159,3 +159,27 @@ TEST(Heap, DebugStateReportsConfigAndLiveAllocations) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
   EXPECT_EQ(hpshmem::DebugState(), "{\"initialized\": false}");
 }
+
+TEST(Heap, CollectiveWorkspaceIsSymmetricZeroedAndApartFromUserMemory) {
+  auto r = RunJob(3, [](int rank, int n) {
+    void* ws;
+    RCHECK_OK(hpshmem::CollectiveWorkspace(&ws));
+    auto* w = static_cast<int64_t*>(ws);
+    RCHECK(hpshmem::IsSymmetric(ws, hpshmem::kWorkspaceBytes), "workspace is symmetric");
+    for (size_t i = 0; i < hpshmem::kWorkspaceBytes / 8; ++i) RCHECK(w[i] == 0, "zero at init");
+    void* p;
+    RCHECK_OK(hpshmem::Malloc(1 << 20, &p));
+    auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(ws);
+    RCHECK(a >= b + hpshmem::kWorkspaceBytes || a + (1 << 20) <= b, "user memory overlaps the workspace");
+    // Signals into the workspace reach the same word on the peer.
+    RCHECK_OK(hpshmem::Signal(w + rank, hpshmem::SignalType::kInt64, rank + 100, hpshmem::SignalOp::kSet, (rank + 1) % n));
+    RCHECK_OK(hpshmem::Barrier());
+    int from = (rank + n - 1) % n;
+    RCHECK(w[from] == from + 100, "signal landed at the wrong place");
+    for (int i = 0; i < n; ++i) RCHECK(i == from || w[i] == 0, "stray write in the workspace");
+    hpshmem::RuntimeInfo info;
+    RCHECK_OK(hpshmem::GetRuntimeInfo(&info));
+    RCHECK(info.bytes_live == (1 << 20), "the workspace is not user memory");
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -55,6 +55,11 @@ def scenario_allgather(rank, world):
                 assert torch.equal(out, want), f"allgather {name} n={n} {mode}"
                 results[mode] = out.clone()
             assert torch.equal(results["push"], results["pull"])
+            # in place: the input is this rank's own slot of the output
+            out.fill_(_poison(dtype))
+            out[rank * n:(rank + 1) * n] = _data(dtype, (n,), 1000 * rank + n)
+            symm.shmem_allgather(out, out[rank * n:(rank + 1) * n], mode="push" if n % 2 else "pull")
+            assert torch.equal(out, results["push"]), f"in-place allgather {name} n={n}"
             symm.free(out)
     symm.finalize()
 
@@ -139,7 +144,7 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
         for block_size in (None, 1, 4, 5, 13, 100):
             a = _data(dtype, (m, k), rank + 17)
             b = _data(dtype, (k, n), 99)
-            bs = block_size or max(-(-m // 4), min(m, 256))
+            bs = block_size or symm._default_block_rows(m, world)
             nb = -(-m // bs)
             gather_out = symm.empty((world * m, k), dtype=dtype)
             signal = symm.empty(world * nb, dtype=torch.int32)

@@ -21,7 +21,8 @@ def allgather(out_addr: int, in_addr: int, nbytes: int, mode: str, block_dim: in
     c = comm()
     me, w = c.rank, c.world
     c.wait_consumed()  # peers may still be reading our slot from an earlier pull call
-    _C.put(out_addr + me * nbytes, in_addr, nbytes, me, block_dim)
+    if in_addr != out_addr + me * nbytes:  # in place (input is our slot): nothing to copy
+        _C.put(out_addr + me * nbytes, in_addr, nbytes, me, block_dim)
     e = c.begin()
     if mode == "push":
         for j in range(1, w):  # rotated start spreads the traffic over the peers
@@ -35,7 +36,7 @@ def allgather(out_addr: int, in_addr: int, nbytes: int, mode: str, block_dim: in
             c.wait_ready(p, e)
             _C.get(out_addr + p * nbytes, out_addr + p * nbytes, nbytes, p, block_dim)
             _C.signal(c.consumed, WORD, 1, _ADD, p)
-    c.expected_consumed += w - 1
+    c.wait_consumed(w - 1)  # our buffers are the caller's again only once every reader is done
 
 
 def _mismatch(me, p, n, want):

@@ -2,7 +2,7 @@
 
 Communication is the runtime's put/get/signal by address; computation goes through the
 handler's tensor-ops protocol (``rows``, ``flat_view``, ``matmul_into``, ``matmul``, ``add_``,
-``scale_``, ``copy_as``, ``new_empty``, ``cast``, ``accumulate_dtype``). Pushes run on a background thread while the calling thread
+``add``, ``scale_``, ``copy_as``, ``new_empty``, ``cast``, ``accumulate_dtype``). Pushes run on a background thread while the calling thread
 computes (both release the GIL, so they overlap for real) when the host has a core to
 spare per rank; otherwise the calling thread issues them between its matmuls.
 
@@ -101,7 +101,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
         if pending is not None:
             pending.result()  # re-raises a failed push
     if mode == "pull":
-        c.expected_consumed += w - 1
+        c.wait_consumed(w - 1)  # our buffers are the caller's again only once every reader is done
     return gather_out, c_out
 
 
@@ -134,9 +134,15 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
         _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e,
                       _SET, t, 0)
 
+    # With a core to spare per rank: one matmul per target, each partial pushed by the worker
+    # thread while the next is computed. Without: one matmul for all targets (a split matmul is
+    # slower on a busy core and nothing would overlap it), then the pushes. Either way the
+    # partition depends on the host only, never on timing, and not on the mode.
+    whole = None if pool is not None or (mode == "pull" and _spare_cores(w)) else h.matmul(x1, x2)
     try:
         for t in [(me + j) % w for j in range(w)]:
-            part = h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2)
+            part = h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2) if whole is None else h.rows(whole, t * mr,
+                                                                                               (t + 1) * mr)
             if t == me:
                 own = part
             elif mode == "push":
@@ -149,8 +155,8 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
                 c.wait_ready(t, e)
                 _C.signal(sig_addr + me * width, width, e, _SET, t)
         acc_dtype = h.accumulate_dtype(own)
-        acc = None
-        for src in range(w):
+        acc = first = None
+        for src in range(w):  # rank order, whatever the arrival order
             if src == me:
                 part = own
             else:
@@ -161,15 +167,19 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
                     _C.signal(c.consumed, WORD, 1, _ADD, src)
                 else:
                     part = h.rows(h.flat_view(symm_out, mr * n * w, (w * mr, n)), src * mr, (src + 1) * mr)
-            if acc is None:
-                acc = h.copy_as(part, acc_dtype)  # never a view of a receive slot
+            if src == 0:
+                first = part
+            elif src == 1:
+                acc = h.add(first, part, acc_dtype)  # a new tensor: one pass, no copy
             else:
                 h.add_(acc, part)
     finally:
         for f in pending:
             f.result()
     if mode == "pull":
-        c.expected_consumed += w - 1
+        c.wait_consumed(w - 1)  # our buffers are the caller's again only once every reader is done
+    if w == 1:
+        acc = h.copy_as(first, acc_dtype)
     if reduce_op == "avg":
         h.scale_(acc, 1.0 / w)
     return h.cast(acc, h.describe(own)[3])

@@ -148,6 +148,10 @@ class TorchSymmetricMemoryHandler:
     def add_(self, acc, x):
         acc.add_(x)
 
+    def add(self, x, y, dtype):
+        """A new tensor x + y in `dtype` (computed in one pass)."""
+        return torch.add(x if x.dtype == dtype else x.to(dtype), y)
+
     def scale_(self, acc, factor: float):
         if acc.dtype.is_floating_point:
             acc.mul_(factor)
