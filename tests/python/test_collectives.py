@@ -153,9 +153,10 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
             full = torch.cat([_data(dtype, (m, k), r + 17) for r in range(world)])
             want = (full.float() @ b.float()) if dtype != torch.int32 else full @ b
             outs = []
-            for mode in ("push", "pull", "push"):
+            for mode, overlap in (("push", False), ("pull", None), ("push", True)):
                 c = torch.full((world * m, n), _poison(dtype), dtype=dtype)
-                g, cc = symm.fused_all_gather_matmul(a, b, c, gather_out, signal, block_size, mode=mode)
+                g, cc = symm.fused_all_gather_matmul(a, b, c, gather_out, signal, block_size, mode=mode,
+                                                     overlap=overlap)
                 assert g is gather_out and cc is c
                 assert torch.equal(gather_out, full), f"gather_out {name} bs={block_size} {mode}"
                 _close(c, want.to(dtype) if dtype == torch.int32 else want, dtype, f"c {name} bs={block_size} {mode}")
@@ -184,13 +185,15 @@ def scenario_fused_mm_rs(rank, world, mr=5, k=16, n=7):
             if op == "avg":
                 total = total / world if dtype != torch.int32 else torch.div(total, world, rounding_mode="trunc")
             want = total[rank * mr:(rank + 1) * mr]
-            got = {}
-            for mode in ("push", "pull"):
-                out = symm.fused_matmul_reduce_scatter(x1, x2, symm_t, signal, op, mode=mode)
-                assert tuple(out.shape) == (mr, n) and out.dtype == dtype
-                _close(out, want.to(dtype) if dtype == torch.int32 else want, dtype, f"{name} {op} {mode}")
-                got[mode] = out
-            assert torch.equal(got["push"], got["pull"]), f"push/pull differ {name} {op}"
+            for overlap in (False, True):
+                got = {}
+                for mode in ("push", "pull"):
+                    out = symm.fused_matmul_reduce_scatter(x1, x2, symm_t, signal, op, mode=mode, overlap=overlap)
+                    assert tuple(out.shape) == (mr, n) and out.dtype == dtype
+                    _close(out, want.to(dtype) if dtype == torch.int32 else want, dtype,
+                           f"{name} {op} {mode} overlap={overlap}")
+                    got[mode] = out
+                assert torch.equal(got["push"], got["pull"]), f"push/pull differ {name} {op} overlap={overlap}"
     symm.finalize()
 
 
@@ -209,10 +212,12 @@ def scenario_fused_back_to_back(rank, world, calls=200):
     for i in range(calls):
         a = _data(torch.float32, (m, k), 1000 * i + rank)
         full = torch.cat([_data(torch.float32, (m, k), 1000 * i + r) for r in range(world)])
-        _, c = symm.fused_all_gather_matmul(a, b, None, gather_out, sig, 2, mode="push" if i % 2 else "pull")
+        _, c = symm.fused_all_gather_matmul(a, b, None, gather_out, sig, 2, mode="push" if i % 2 else "pull",
+                                            overlap=i % 4 == 1)
         _close(c, full @ b, torch.float32, f"ag+mm call {i}")
         x1 = _data(torch.float32, (m * world, k), 7 * i + rank)
-        out = symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum", mode="pull" if i % 3 else "push")
+        out = symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum", mode="pull" if i % 3 else "push",
+                                               overlap=i % 5 == 0)
         want = sum(_data(torch.float32, (m * world, k), 7 * i + r) for r in range(world)) @ b
         _close(out, want[rank * m:(rank + 1) * m], torch.float32, f"mm+rs call {i}")
     symm.finalize()

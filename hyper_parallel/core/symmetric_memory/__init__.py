@@ -494,14 +494,24 @@ def _default_block_rows(m: int, world: int) -> int:
     """The RFC's four blocks per rank, none under 256 rows (smaller CPU matmuls lose more than
     an earlier start gains: measured 4% at 256 rows, 22% at 128, fp32). On a host whose cores
     the ranks already fill nothing runs beside the matmuls, so one block per rank."""
-    from hyper_parallel.core.symmetric_memory.algorithms.fused import _spare_cores
+    from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores
 
-    if not _spare_cores(world):
+    if not spare_cores(world):
         return max(1, m)
     return max(1, -(-m // 4), min(m, 256))
 
 
-def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push"):
+def _overlap(overlap, world: int) -> bool:
+    from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores
+
+    if overlap is None:
+        return spare_cores(world)
+    if not isinstance(overlap, bool):
+        raise _type_error(f"overlap must be True, False or None, got {overlap!r}")
+    return overlap
+
+
+def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None):
     """Collective. ``gather_out = AllGather(a)`` along dim 0 and ``c = gather_out @ b``, overlapped:
     each block of ``block_size`` rows of ``a`` is pushed with a signal of its own, and the
     matmul of a block starts as soon as its signal is seen while later blocks are in flight.
@@ -512,7 +522,9 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
     ``block_size`` defaults to max(ceil(m / 4), min(m, 256)) rows — the RFC's four blocks per rank,
     none smaller than 256 rows — on a host with a core to spare per rank, and to m (one block per
     rank) on a host the ranks already fill. The row partition is fixed by ``block_size``, so
-    results never depend on arrival timing. Returns (gather_out, c).
+    results never depend on arrival timing. ``overlap=True`` pushes from a worker thread while
+    this thread computes; the default (None) does so only on hosts with a core to spare per rank.
+    Returns (gather_out, c).
     """
     from hyper_parallel.core.symmetric_memory.algorithms import fused
 
@@ -546,10 +558,11 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
         raise _value_error(f"signal must have at least world_size * ceil(m / block_size) = {w} * {nblocks} = "
                            f"{w * nblocks} elements, has {s_numel}")
     return fused.all_gather_matmul(_handler, a, b, c, gather_out, (sig_addr, width), m=m, k=k,
-                                   block_rows=block_rows, nblocks=nblocks, itemsize=itemsize, mode=_mode(mode))
+                                   block_rows=block_rows, nblocks=nblocks, itemsize=itemsize, mode=_mode(mode),
+                                   overlap=_overlap(overlap, w))
 
 
-def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push"):
+def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None):
     """Collective. Returns rows [r*m/W, (r+1)*m/W) of the sum (``reduce_op="sum"``) or mean
     (``"avg"``) over ranks of ``x1 @ x2``, on rank r. Partial products go out in the RFC's
     rotated order ``(rank + j) % W`` while the next one is computed; the receiver adds them
@@ -557,7 +570,10 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
 
     Shapes: x1 (m, k), x2 (k, n), m divisible by W; ``symm_tensor`` symmetric, x1's dtype, at
     least m*n elements (the landing slots); ``signal`` symmetric int32/int64 with at least W
-    elements, zeroed once after allocation. Returns a new (m/W, n) tensor.
+    elements, zeroed once after allocation. ``overlap=True`` computes one partial per target and
+    pushes each from a worker thread while the next is computed; ``False`` computes all partials
+    in one matmul (faster where the ranks fill the cores); None (default) picks by host.
+    Returns a new (m/W, n) tensor.
     """
     from hyper_parallel.core.symmetric_memory.algorithms import fused
 
@@ -582,7 +598,8 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
     if _tensor(signal, "signal")[1] < w:
         raise _value_error(f"signal must have at least world_size = {w} elements")
     return fused.matmul_reduce_scatter(_handler, x1, x2, symm_tensor, (sig_addr, width), m=m, n=n,
-                                       itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode))
+                                       itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode),
+                                       overlap=_overlap(overlap, w))
 
 
 # --------------------------------------------------------------------------- rendezvous

@@ -27,10 +27,10 @@ def _check_signal_clear(c, sig_addr: int, width: int, count: int, e: int, what: 
                 f"allocating it (it is never reset between calls)")
 
 
-def _spare_cores(world: int) -> bool:
-    """Pushes go to a worker thread only when the host has cores beyond one per rank; on a
-    host the ranks already fill, a second thread per rank slows the matmuls down more than
-    the overlap gains (measured: benchmarks/bench_collectives.py)."""
+def spare_cores(world: int) -> bool:
+    """The default of `overlap`: pushes go to a worker thread only when the host has cores
+    beyond one per rank; on a host the ranks already fill, a second thread per rank slows the
+    matmuls down more than the overlap gains (measured: benchmarks/bench_collectives.py)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -39,7 +39,7 @@ def _spare_cores(world: int) -> bool:
 
 
 def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_rows: int, nblocks: int,
-                      itemsize: int, mode: str):
+                      itemsize: int, mode: str, overlap: bool):
     """gather_out = AllGather(a) (dim 0); c_out = gather_out @ b, block by block.
 
     a: (m, k) local; gather_out: (W*m, k) symmetric; c_out: (W*m, n); sig = (addr, width) of
@@ -74,7 +74,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
                     _C.signal(slot, width, e, _SET, p)
 
     pending = None
-    if w > 1 and mode == "push" and _spare_cores(w):
+    if w > 1 and mode == "push" and overlap:
         pending = c.pusher().submit(announce_all)
     elif w > 1:
         announce_all()
@@ -105,7 +105,8 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
     return gather_out, c_out
 
 
-def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize: int, reduce_op: str, mode: str):
+def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize: int, reduce_op: str, mode: str,
+                          overlap: bool):
     """Rows [r*m/W, (r+1)*m/W) of sum_ranks(x1 @ x2) (mean for "avg"), on rank r.
 
     symm_out: symmetric, >= m*n elements of the result dtype; push: rank s deposits its
@@ -127,18 +128,18 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     c.begin()
     own = None
     pending = []
-    pool = c.pusher() if mode == "push" and _spare_cores(w) else None
+    pool = c.pusher() if mode == "push" and overlap else None
 
     def push(t, part):
         c.wait_ready(t, e)
         _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e,
                       _SET, t, 0)
 
-    # With a core to spare per rank: one matmul per target, each partial pushed by the worker
-    # thread while the next is computed. Without: one matmul for all targets (a split matmul is
-    # slower on a busy core and nothing would overlap it), then the pushes. Either way the
-    # partition depends on the host only, never on timing, and not on the mode.
-    whole = None if pool is not None or (mode == "pull" and _spare_cores(w)) else h.matmul(x1, x2)
+    # overlap: one matmul per target, each partial pushed by the worker thread while the next
+    # is computed. Without: one matmul for all targets (a split matmul is slower on a busy
+    # core and nothing would run beside it), then the pushes. The partition depends on
+    # `overlap` only, never on timing or on the mode: push and pull agree bit for bit.
+    whole = None if overlap else h.matmul(x1, x2)
     try:
         for t in [(me + j) % w for j in range(w)]:
             part = h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2) if whole is None else h.rows(whole, t * mr,
