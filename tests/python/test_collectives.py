@@ -164,6 +164,14 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
             assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), "push/pull differ"
             symm.free(signal)
             symm.free(gather_out)
+    # m = 0: nothing to gather or multiply, but every rank still takes part
+    empty_g = symm.empty((0, k), dtype=torch.float32)
+    sig0 = symm.empty(world, dtype=torch.int32)
+    sig0.zero_()
+    symm.barrier()
+    for mode in ("push", "pull", "push"):
+        g, cc = symm.fused_all_gather_matmul(torch.ones(0, k), torch.ones(k, n), None, empty_g, sig0, mode=mode)
+        assert tuple(g.shape) == (0, k) and tuple(cc.shape) == (0, n)
     symm.finalize()
 
 

@@ -84,19 +84,32 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
         for blk in range(nblocks):
             r0, r1 = blk * block_rows, min(m, (blk + 1) * block_rows)
             h.matmul_into(h.rows(a, r0, r1), b, c_out, me * m + r0, me * m + r1)
+        # Peers' blocks in the order they are expected to arrive, but a block that has already
+        # arrived is taken before one still in flight: a descheduled peer (ranks outnumbering
+        # cores) then does not hold up the blocks that are here. Order of computation cannot
+        # change any result: every block is its own matmul.
         sources = range(w) if mode == "pull" else [(me - j) % w for j in range(1, w)]
-        for src in sources:
-            if src == me:
-                continue
-            for blk in range(nblocks):
-                slot = src * nblocks + blk
-                _C.wait_until(sig_addr + slot * width, width, _GE, e, f"signal[{slot}]")
-                g0, g1 = src * m + blk * block_rows, src * m + min(m, (blk + 1) * block_rows)
-                if mode == "pull":
-                    _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (g1 - g0) * row_bytes, src, 0)
-                h.matmul_into(h.rows(gather_out, g0, g1), b, c_out, g0, g1)
-            if mode == "pull":
+        todo = [(src, blk) for src in sources if src != me for blk in range(nblocks)]
+        left = {src: nblocks for src in sources if src != me}
+        if mode == "pull" and nblocks == 0:  # nothing to read, but readers must still say so
+            for src in left:
                 _C.signal(c.consumed, WORD, 1, _ADD, src)
+        while todo:
+            pick = 0
+            for i, (src, blk) in enumerate(todo):
+                if _C.signal_fetch(sig_addr + (src * nblocks + blk) * width, width) >= e:
+                    pick = i
+                    break
+            src, blk = todo.pop(pick)
+            slot = src * nblocks + blk
+            _C.wait_until(sig_addr + slot * width, width, _GE, e, f"signal[{slot}]")
+            g0, g1 = src * m + blk * block_rows, src * m + min(m, (blk + 1) * block_rows)
+            if mode == "pull":
+                _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (g1 - g0) * row_bytes, src, 0)
+            h.matmul_into(h.rows(gather_out, g0, g1), b, c_out, g0, g1)
+            left[src] -= 1
+            if mode == "pull" and left[src] == 0:
+                _C.signal(c.consumed, WORD, 1, _ADD, src)  # done reading src's slot
     finally:
         if pending is not None:
             pending.result()  # re-raises a failed push
