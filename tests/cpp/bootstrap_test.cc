@@ -36,6 +36,24 @@ int FreePort() {
   return port;
 }
 
+// A job whose ranks call Init themselves, meeting at a fresh loopback endpoint.
+JobOptions EndpointJob(std::vector<std::pair<std::string, std::string>> extra_env) {
+  JobOptions o;
+  o.init = false;
+  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(FreePort())},
+           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  o.env.insert(o.env.end(), extra_env.begin(), extra_env.end());
+  return o;
+}
+
+// Init from the environment alone, as rank `rank` of `nranks`.
+hpshmem::Status InitFromEnv(int rank, int nranks) {
+  hpshmem::InitAttr a;
+  a.rank = rank;
+  a.nranks = nranks;
+  return hpshmem::Init(a);
+}
+
 }  // namespace
 
 TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
@@ -91,17 +109,9 @@ TEST(Bootstrap, MissingRankFailsInitInsteadOfHanging) {
 }
 
 TEST(Bootstrap, EndpointWithSecret) {
-  int port = FreePort();
-  JobOptions o;
-  o.init = false;
-  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
-           {"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", "correct horse"},
-           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", "correct horse"}});
   auto r = RunJob(3, [](int rank, int n) {
-    hpshmem::InitAttr a;
-    a.rank = rank;
-    a.nranks = n;
-    RCHECK_OK(hpshmem::Init(a));
+    RCHECK_OK(InitFromEnv(rank, n));
     RCHECK(hpshmem::DebugState().find("\"authenticated\": true") != std::string::npos, hpshmem::DebugState());
     RCHECK_OK(hpshmem::Barrier());
     RCHECK_OK(hpshmem::Finalize());
@@ -110,18 +120,10 @@ TEST(Bootstrap, EndpointWithSecret) {
 }
 
 TEST(Bootstrap, EndpointWrongSecretIsRefused) {
-  int port = FreePort();
-  JobOptions o;
-  o.init = false;
-  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
-           {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"},
-           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"}});
   auto r = RunJob(2, [](int rank, int n) {
     setenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", rank == 0 ? "right" : "wrong", 1);
-    hpshmem::InitAttr a;
-    a.rank = rank;
-    a.nranks = n;
-    hpshmem::Status s = hpshmem::Init(a);
+    hpshmem::Status s = InitFromEnv(rank, n);
     RCHECK(!s.ok(), "a rank with the wrong secret must not join");
     if (rank == 1) RCHECK(s.code() == Code::kBootstrap && s.message().find("refused") != std::string::npos, s.ToString());
     if (rank == 0) RCHECK(s.code() == Code::kTimeout, s.ToString());
@@ -130,17 +132,9 @@ TEST(Bootstrap, EndpointWrongSecretIsRefused) {
 }
 
 TEST(Bootstrap, EndpointWithoutSecretStillChecksWorldSize) {
-  int port = FreePort();
-  JobOptions o;
-  o.init = false;
-  o.env = {{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "tcp://127.0.0.1:" + std::to_string(port)},
-           {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"},
-           {"SYMMETRIC_MEMORY_HEAP_SIZE", "1m"}};
+  JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"}});
   auto r = RunJob(2, [](int rank, int n) {
-    hpshmem::InitAttr a;
-    a.rank = rank;
-    a.nranks = rank == 1 ? 5 : 2;  // rank 1 believes in another world size
-    hpshmem::Status s = hpshmem::Init(a);
+    hpshmem::Status s = InitFromEnv(rank, rank == 1 ? 5 : 2);  // rank 1 believes in another world size
     RCHECK(!s.ok(), "mismatched world size must not join");
     if (rank == 1) RCHECK(s.code() == Code::kBootstrap, s.ToString());
   }, o);

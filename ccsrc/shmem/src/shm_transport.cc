@@ -77,21 +77,28 @@ sockaddr_un AbstractAddr(const char* name, socklen_t* len) {
   return a;
 }
 
-Status SendWithFd(int sock, const void* buf, size_t len, int fd_to_send, const std::string& peer) {
-  iovec iov{const_cast<void*>(buf), len};
+// A one-buffer message with room for one file descriptor (SCM_RIGHTS).
+struct FdMessage {
+  iovec iov;
   alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctrl;
-  m.msg_controllen = sizeof ctrl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  msghdr msg{};
+  FdMessage(void* buf, size_t len) : iov{buf, len} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctrl;
+    msg.msg_controllen = sizeof ctrl;
+  }
+};
+
+Status SendWithFd(int sock, const void* buf, size_t len, int fd_to_send, const std::string& peer) {
+  FdMessage m(const_cast<void*>(buf), len);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd_to_send, sizeof(int));
   for (;;) {
-    ssize_t n = ::sendmsg(sock, &m, MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(sock, &m.msg, MSG_NOSIGNAL);
     if (n == static_cast<ssize_t>(len)) return Status::OK();
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return Status::PeerDead(peer + " closed the connection");
@@ -108,18 +115,12 @@ Status RecvWithFd(int sock, void* buf, size_t len, Fd* fd_out, const Deadline& d
       if (errno == EINTR) continue;
       return Status::FromErrno("poll");
     }
-    iovec iov{buf, len};
-    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctrl;
-    m.msg_controllen = sizeof ctrl;
-    ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    FdMessage m(buf, len);
+    ssize_t n = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n == 0) return Status::PeerDead(peer + " closed the connection before sending its heap");
     if (n < 0) return Status::FromErrno("recvmsg from " + peer);
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
