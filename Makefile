@@ -39,6 +39,7 @@ bench: build-cpp install
 demo: install
 	torchrun --nproc-per-node 2 examples/put_signal.py
 	torchrun --nproc-per-node 4 examples/ring.py
+	torchrun --nproc-per-node 2 examples/fused_all_gather_matmul.py
 
 clean:
 	rm -rf build

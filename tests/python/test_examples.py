@@ -27,6 +27,12 @@ def test_ring_allreduce_example_matches_gloo_on_4_ranks():
     assert r.stdout.count("matches gloo all_reduce") == 4, r.stdout
 
 
+def test_rfc_example_fused_all_gather_matmul_under_torchrun():
+    r = _torchrun(2, "fused_all_gather_matmul.py", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("match gloo all_gather + matmul") == 2, r.stdout
+
+
 SPAWN_SCRIPT = r"""
 import os, socket, sys
 import torch, torch.distributed as dist, torch.multiprocessing as mp
