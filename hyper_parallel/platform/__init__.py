@@ -42,5 +42,9 @@ def get_platform():
     """The platform object of the chosen framework (has ``get_symmetric_memory_handler()``)."""
     global _platform
     if _platform is None:
-        _platform = importlib.import_module(_PLATFORMS[_choose()]).platform()
+        name = _choose()
+        if importlib.util.find_spec(_PLATFORMS[name]) is None:
+            raise NotImplementedError(f"the {name} handler is not part of this build yet; use torch "
+                                      f"(HYPER_PARALLEL_PLATFORM=torch)")
+        _platform = importlib.import_module(_PLATFORMS[name]).platform()
     return _platform

@@ -3,7 +3,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,6 +69,9 @@ def test_platform_choice_is_forced_by_environment():
     env = dict(os.environ, HYPER_PARALLEL_PLATFORM="tensorflow")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "HYPER_PARALLEL_PLATFORM='tensorflow' is not one of" in r.stderr, r.stderr
+    env["HYPER_PARALLEL_PLATFORM"] = "mindspore"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "handler is not part of this build" in r.stderr, r.stderr
     env["HYPER_PARALLEL_PLATFORM"] = "torch"
     code = ("import hyper_parallel.core.symmetric_memory as s; print(s.debug_state()['platform'])")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
