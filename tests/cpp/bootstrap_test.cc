@@ -159,3 +159,24 @@ TEST(Bootstrap, InitArgumentErrors) {
   EXPECT_EQ(hpshmem::Malloc(8, &p).code(), Code::kNotInitialized);
   EXPECT_EQ(hpshmem::Barrier().code(), Code::kNotInitialized);
 }
+
+TEST(Bootstrap, AllgatherAndBarrierOfSmallBlobs) {
+  auto r = RunJob(4, [](int rank, int n) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{13}, size_t{4099}}) {
+      std::vector<unsigned char> mine(bytes), all(bytes * n, 0xEE);
+      for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<unsigned char>(rank * 31 + i);
+      RCHECK_OK(hpshmem::BootstrapAllgather(mine.data(), bytes, all.data()));
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < bytes; ++i)
+          RCHECK(all[p * bytes + i] == static_cast<unsigned char>(p * 31 + i), "blob from rank " + std::to_string(p));
+      RCHECK_OK(hpshmem::BootstrapBarrier());
+    }
+    // Ranks that disagree on the size fail on every rank rather than misreading.
+    std::vector<unsigned char> mine(8 + (rank == 2)), all(9 * n);
+    hpshmem::Status s = hpshmem::BootstrapAllgather(mine.data(), mine.size(), all.data());
+    RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
+    s = hpshmem::BootstrapAllgather(mine.data(), (2 << 20), all.data());
+    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -219,6 +219,32 @@ Status Finalize() {
   return s;
 }
 
+Status BootstrapAllgather(const void* mine, size_t bytes, void* all) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("BootstrapAllgather");
+  if (bytes > (size_t{1} << 20))
+    return Status::InvalidArgument("BootstrapAllgather: " + std::to_string(bytes) + " bytes is more than 1 MiB");
+  if (bytes && (!mine || !all)) return Status::InvalidArgument("BootstrapAllgather: null buffer");
+  // The length travels first, so ranks that disagree fail instead of misreading.
+  uint64_t len = bytes;
+  std::vector<uint64_t> lens(rt->nranks);
+  HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&len, sizeof len, lens.data()));
+  for (int r = 0; r < rt->nranks; ++r) {
+    if (lens[r] != len) {
+      return Status::CollectiveMismatch("BootstrapAllgather: rank " + std::to_string(r) + " contributes " +
+                                        std::to_string(lens[r]) + " bytes, rank " + std::to_string(rt->rank) +
+                                        " " + std::to_string(len));
+    }
+  }
+  return rt->boot->Allgather(mine, bytes, all);
+}
+
+Status BootstrapBarrier() {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("BootstrapBarrier");
+  return rt->boot->Barrier();
+}
+
 bool IsInitialized() { return CurrentRuntime() != nullptr; }
 int MyPe() { Runtime* rt = CurrentRuntime(); return rt ? rt->rank : -1; }
 int NPes() { Runtime* rt = CurrentRuntime(); return rt ? rt->nranks : 0; }

@@ -68,6 +68,14 @@ bool IsInitialized();
 int MyPe();     // -1 when not initialized
 int NPes();     // 0 when not initialized
 
+// Collective, over the bootstrap connections (not the heap): every rank
+// contributes `bytes` bytes (the same count on every rank, at most 1 MiB);
+// `all` receives nranks * bytes, in rank order. For exchanging small setup
+// data (addresses, keys, shapes). Errors: kInvalidArgument, kPeerDead, kTimeout.
+Status BootstrapAllgather(const void* mine, size_t bytes, void* all);
+// Collective barrier over the bootstrap connections.
+Status BootstrapBarrier();
+
 // ---------------------------------------------------------------- heap
 
 // Collective allocation of `bytes` (may be 0) aligned to 64 bytes, or
