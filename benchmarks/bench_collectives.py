@@ -9,7 +9,9 @@ shapes (m_local 512, k 1024, n 2048; fp32 and bf16) vs the unfused sequences: gl
 all-gather + matmul, matmul + gloo reduce-scatter, and our own collectives + matmul.
 
 Every figure is the median over timed batches of back-to-back calls, as seen by rank 0
-(each batch starts after a barrier). Writes JSON and a PNG plot; asserts nothing.
+(each batch starts after a barrier). Our run and Open MPI's alternate --repeat times and each
+implementation keeps its best median, so drift of the host's memory bandwidth between runs
+does not decide a comparison. Writes JSON and a PNG plot; asserts nothing.
 """
 from __future__ import annotations
 
@@ -233,6 +235,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="bench-results/collectives.json")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="alternate our run and Open MPI's this many times; each keeps its best median "
+                         "(the host's memory bandwidth drifts between runs)")
     ap.add_argument("--mpi-worker")
     ap.add_argument("--sizes")
     args = ap.parse_args()
@@ -241,14 +246,22 @@ def main():
     sizes = QUICK_SIZES if args.quick else SIZES
     import torch.multiprocessing as mp
 
-    with tempfile.TemporaryDirectory() as tmp:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "2g")
-        ours_path = os.path.join(tmp, "ours.json")
-        mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path), nprocs=args.ranks, join=True)
-        recs = json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp)
+    best = {}
+    os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "2g")
+    for _ in range(max(1, args.repeat)):
+        with tempfile.TemporaryDirectory() as tmp:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            ours_path = os.path.join(tmp, "ours.json")
+            mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path), nprocs=args.ranks, join=True)
+            for r in json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp):
+                key = (r["op"], r["impl"], r["bytes"])
+                if key not in best or r["median_us"] < best[key]["median_us"]:
+                    best[key] = r
+    recs = list(best.values())
+    for r in recs:
+        r["repeats"] = max(1, args.repeat)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"benchmark": "collectives", "records": recs}, f, indent=1)
