@@ -243,7 +243,7 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
       for (int r = 1; r < nranks_; ++r)
         if (!conns_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return Status::Timeout("rank(s) " + missing + " did not join the job within " +
-                             std::to_string(timeout_sec_) + " s (" + std::to_string(joined + 1) + " of " +
+                             Seconds(timeout_sec_) + " s (" + std::to_string(joined + 1) + " of " +
                              std::to_string(nranks_) + " ranks present)");
     }
     int r = ::poll(pfds.data(), pfds.size(), ms);
@@ -301,7 +301,7 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
       }
       if (!drop && c.dl.Expired()) {
         drop = true;
-        why = "no complete hello within " + std::to_string(kHandshakeSec) + " s";
+        why = "no complete hello within " + Seconds(kHandshakeSec) + " s";
       }
       if (drop) {
         HP_WARN("bootstrap: refused a connection: %s; still waiting for the job's ranks", why.c_str());

@@ -11,10 +11,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 namespace hpshmem {
+
+std::string Seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", s);
+  return b;
+}
 
 int Deadline::RemainingMs(int cap_ms) const {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now()).count();

@@ -13,6 +13,9 @@ namespace hpshmem {
 
 using Clock = std::chrono::steady_clock;
 
+// "120", "0.5": seconds for messages, without to_string's six decimals.
+std::string Seconds(double s);
+
 class Deadline {
  public:
   explicit Deadline(double seconds)

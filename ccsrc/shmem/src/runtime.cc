@@ -107,7 +107,7 @@ Status WaitLoop(Runtime* rt, PeHeader* watched, Ready&& ready, Describe&& descri
     if (dl.Expired()) {
       if (ready()) return Status::OK();
       return Status::Timeout("rank " + std::to_string(rt->rank) + ": " + describe() + " timed out after " +
-                             std::to_string(rt->config.timeout_sec) + " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
+                             Seconds(rt->config.timeout_sec) + " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
     }
     auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     if (waited < kYieldNs) {
