@@ -212,11 +212,17 @@ def _block_dim(x) -> int:
     return v
 
 
-def _signal(signal, offset, name="signal"):
-    """(address of the signal word, its width in bytes, offset in elements)."""
+def _signal_tensor(signal, name="signal"):
+    """(addr, numel, width in bytes) of a symmetric int32/int64 signal tensor."""
     addr, numel, itemsize, dtype = _symmetric(signal, name)
     if dtype is not _handler.int32 and dtype is not _handler.int64:
         raise _type_error(f"{name} must be an int32 or int64 tensor, got {dtype}")
+    return addr, numel, itemsize
+
+
+def _signal(signal, offset, name="signal"):
+    """(address of the signal word, its width in bytes, offset in elements)."""
+    addr, numel, itemsize = _signal_tensor(signal, name)
     off = _index(offset, f"{name}_offset")
     if off >= numel:
         raise _value_error(f"{name}_offset {off} is out of range for {name}'s {numel} elements")
@@ -413,10 +419,6 @@ def _mode(mode) -> str:
     return mode
 
 
-def _shape(x):
-    return _handler.ndim_shape(x)
-
-
 def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None):
     """Collective. ``output_tensor`` (symmetric, W x numel(input) elements, same dtype) receives
     every rank's ``input_tensor`` concatenated in rank order (flat). Reusable back to back
@@ -484,7 +486,7 @@ def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push
 
 def _matrix(x, name):
     info = _tensor(x, name)
-    shape = _shape(x)
+    shape = _handler.ndim_shape(x)
     if len(shape) != 2:
         raise _value_error(f"{name} must be 2-D, has shape {shape}")
     return info, shape
@@ -535,8 +537,8 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
     if kb != k:
         raise _value_error(f"a is ({m}, {k}) but b is ({kb}, {n}): inner dimensions differ")
     (_, _, _, g_dtype) = _symmetric(gather_out, "gather_out")
-    if _shape(gather_out) != (w * m, k):
-        raise _value_error(f"gather_out must have shape (world_size*m, k) = ({w * m}, {k}), has {_shape(gather_out)}")
+    if _handler.ndim_shape(gather_out) != (w * m, k):
+        raise _value_error(f"gather_out must have shape (world_size*m, k) = ({w * m}, {k}), has {_handler.ndim_shape(gather_out)}")
     if c is None:
         c = _handler.new_empty((w * m, n), dtype)
     (_, _, _, c_dtype), c_shape = _matrix(c, "c")
@@ -552,8 +554,7 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
         if block_rows < 1:
             raise _value_error(f"block_size must be >= 1, got {block_rows}")
     nblocks = -(-m // block_rows)
-    sig_addr, width, _ = _signal(signal, 0)
-    s_numel = _tensor(signal, "signal")[1]
+    sig_addr, s_numel, width = _signal_tensor(signal)
     if s_numel < w * nblocks:
         raise _value_error(f"signal must have at least world_size * ceil(m / block_size) = {w} * {nblocks} = "
                            f"{w * nblocks} elements, has {s_numel}")
@@ -594,8 +595,8 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
         raise _type_error(f"symm_tensor ({s_dtype}) must have x1's dtype ({dtype})")
     if s_numel < m * n:
         raise _value_error(f"symm_tensor must have at least m*n = {m * n} elements, has {s_numel}")
-    sig_addr, width, _ = _signal(signal, 0)
-    if _tensor(signal, "signal")[1] < w:
+    sig_addr, s_numel, width = _signal_tensor(signal)
+    if s_numel < w:
         raise _value_error(f"signal must have at least world_size = {w} elements")
     return fused.matmul_reduce_scatter(_handler, x1, x2, symm_tensor, (sig_addr, width), m=m, n=n,
                                        itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode),

@@ -31,7 +31,7 @@ from hyper_parallel import _hpshmem as _C
 
 WORD = 8
 _SET, _ADD = 0, 1
-_EQ, _GT, _LT, _NE, _GE, _LE = 0, 1, 2, 3, 4, 5
+_GE = 4  # compare_op codes as in the runtime; collectives only ever wait with >=
 
 
 class Comm:

@@ -24,7 +24,6 @@ class TorchSymmetricMemoryHandler:
     """The torch side of the handler contract used by the unified API."""
 
     name = "torch"
-    tensor_type = torch.Tensor
     int32 = torch.int32
     int64 = torch.int64
 
