@@ -6,6 +6,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from frameworks import FRAMEWORKS  # noqa: E402
 from launcher import leftovers  # noqa: E402
 
 
@@ -22,3 +23,9 @@ def nothing_left_behind():
     while (after := leftovers()) != before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert after == before, f"left behind: {sorted(set(after) - set(before))}"
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def fw(request):
+    """The framework a job runs under: every scenario runs once per framework."""
+    return request.param

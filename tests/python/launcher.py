@@ -1,8 +1,13 @@
-"""Runs a scenario function in W real processes that form one torch.distributed job.
+"""Runs a scenario function in W real processes that form one job of a framework.
 
-Each rank is a fresh `python` process: it joins a gloo process group through a TCP
-store on a free loopback port, imports the scenario's module by path and calls
-``fn(rank, world_size, **kwargs)``. Nothing is mocked: the ranks share real memory.
+Each rank is a fresh `python` process that imports the scenario's module by path and
+calls ``fn(rank, world_size, **kwargs)``. Nothing is mocked: the ranks share real memory.
+
+* torch: the ranks join a gloo process group through a TCP store on a free loopback port
+  (the unique id travels through that store).
+* mindspore: the ranks get msrun's environment (RANK_ID, RANK_SIZE, MS_SCHED_HOST,
+  MS_SCHED_PORT) and a job secret, and must not import torch; ``dist=False`` leaves the
+  msrun variables out (the job then needs an explicit bootstrap endpoint).
 """
 from __future__ import annotations
 
@@ -20,13 +25,18 @@ import importlib.util, json, os, sys, traceback
 path, fn_name, rank, world, port, kwargs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), json.loads(sys.argv[6])
 sys.path.insert(0, os.path.dirname(path))
 try:
-    if os.environ.get("HP_TEST_NO_DIST") != "1":
+    mindspore = os.environ.get("HP_TEST_FRAMEWORK") == "mindspore"
+    if mindspore:
+        import mindspore  # imported first: the platform chooser must pick it on its own
+    elif os.environ.get("HP_TEST_NO_DIST") != "1":
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     spec = importlib.util.spec_from_file_location("scenario_module", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     getattr(mod, fn_name)(rank, world, **kwargs)
+    if mindspore and "torch" in sys.modules:
+        raise AssertionError("a MindSpore job imported torch")
 except BaseException:
     traceback.print_exc()
     sys.stderr.flush()
@@ -57,10 +67,17 @@ class JobResult:
 
 
 def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env: dict | None = None,
-            kwargs: dict | None = None, dist: bool = True) -> JobResult:
-    """Start `world` ranks running `fn` from `module_file`; kill all after `timeout` seconds."""
+            kwargs: dict | None = None, dist: bool = True, framework: str = "torch") -> JobResult:
+    """Start `world` ranks of `framework` running `fn` from `module_file`; kill all after `timeout` s."""
     port = free_port()
     penv = dict(os.environ)
+    penv["HP_TEST_FRAMEWORK"] = framework
+    if framework == "mindspore":
+        if dist:  # no scheduler runs: the library only derives its port (MS_SCHED_PORT + 13) from it
+            penv.update(MS_SCHED_HOST="127.0.0.1", MS_SCHED_PORT=str(port - 13), MS_WORKER_NUM=str(world),
+                        MS_ROLE="MS_WORKER")
+        penv["HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET"] = os.urandom(16).hex()
+        penv["GLOG_v"] = "3"  # MindSpore's own log: errors only
     penv.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "256m")
     penv.setdefault("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30")
     penv["OMP_NUM_THREADS"] = "1"
@@ -71,6 +88,8 @@ def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env:
     t0 = time.monotonic()
     for r in range(world):
         renv = dict(penv, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
+        if framework == "mindspore":
+            renv.update(RANK_ID=str(r), RANK_SIZE=str(world), MS_NODE_ID=str(r))
         procs.append(subprocess.Popen(
             [sys.executable, "-c", _WORKER, module_file, fn, str(r), str(world), str(port), json.dumps(kwargs or {})],
             env=renv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

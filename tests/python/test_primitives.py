@@ -1,50 +1,24 @@
-"""The RFC's primitives through the torch handler, in real multi-process jobs.
+"""The RFC's primitives through each framework's handler, in real multi-process jobs.
 
-Each ``scenario_*`` function runs inside every rank (see launcher.py); the
-``test_*`` functions start the jobs. Targets are poisoned before each op and
-every element is checked after it.
+Each ``scenario_*`` function runs inside every rank (see launcher.py) and is written once
+over frameworks.py, so the torch and MindSpore suites run the same scenarios; the
+``test_*`` functions start the jobs, once per framework. Targets are poisoned before each
+op and every element is checked after it.
 """
 import os
 import signal as _signal
 import threading
 import time
-import zlib
 
+import numpy as np
 import pytest
 
+from frameworks import FRAMEWORKS, current, equal, seed_of, poison
 from launcher import assert_job_ok, run_job
 
 HERE = os.path.abspath(__file__)
 
-DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-          "complex64"]
 SIZES = [0, 1, 7, 13, 4099, 65537]
-
-
-# ----------------------------------------------------------------------------- helpers (run in ranks)
-def _torch():
-    import torch
-    return torch
-
-
-def _random(dtype, n, seed):
-    torch = _torch()
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, (n,), generator=g).bool()
-    if dtype.is_floating_point or dtype.is_complex:
-        return (torch.randn(n, generator=g, dtype=torch.float64) * 100).to(dtype)
-    info = torch.iinfo(dtype)
-    return torch.randint(info.min, info.max, (n,), generator=g, dtype=torch.int64).to(dtype)
-
-
-def _poison(dtype):
-    torch = _torch()
-    if dtype == torch.bool:
-        return True
-    if dtype.is_floating_point or dtype.is_complex:
-        return -12345.0
-    return 77
 
 
 def _expect(exc_types, fragment, fn, *args, **kw):
@@ -60,31 +34,31 @@ def _expect(exc_types, fragment, fn, *args, **kw):
 
 # ----------------------------------------------------------------------------- scenarios
 def scenario_put_get_all_dtypes(rank, world, block_dim=None):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
+    F = current()
     to, frm = (rank + 1) % world, (rank - 1) % world
     cap = max(SIZES) + 16
-    for name in DTYPES:
-        dtype = getattr(torch, name)
-        buf = symm.empty(cap, dtype=dtype)
+    for name in F.dtypes:
+        buf = symm.empty(cap, dtype=F.dtype(name))
         for n in SIZES:
             for off in (0, 3):
-                buf.fill_(_poison(dtype))
+                F.fill(buf, poison(name))
                 symm.barrier()
-                seed = zlib.crc32(f"{name}:{n}:{off}".encode()) % 1000003  # hash() differs per process
-                data = _random(dtype, n + 5, seed * 31 + rank)
+                seed = seed_of(name, n, off)
+                data = F.random(name, n + 5, seed * 31 + rank)
                 symm.shmem_put(buf, off, data, 5, n, to, block_dim=block_dim)
                 symm.barrier()
-                want = _random(dtype, n + 5, seed * 31 + frm)[5:]
-                assert torch.equal(buf[off:off + n], want), f"put {name} n={n} off={off}"
-                rest = torch.cat([buf[:off], buf[off + n:]])
-                assert torch.equal(rest, torch.full_like(rest, _poison(dtype))), f"put {name} n={n}: stray write"
+                want = F.bits(F.random(name, n + 5, seed * 31 + frm))[5:]
+                got = F.bits(buf)
+                assert np.array_equal(got[off:off + n], want), f"put {name} n={n} off={off}"
+                rest = np.concatenate([got[:off], got[off + n:]])
+                assert equal(rest, F.bits(F.full(cap - n, poison(name), name))), f"put {name} n={n}: stray write"
                 # get: pull what `to` received (it came from this rank) into poisoned local memory
-                local = torch.full((n + 9,), _poison(dtype), dtype=dtype)
+                local = F.full(n + 9, poison(name), name)
                 symm.shmem_get(local, 2, buf, off, n, to, block_dim=block_dim)
-                assert torch.equal(local[2:2 + n], data[5:]), f"get {name} n={n}"
-                assert torch.equal(local[:2], torch.full((2,), _poison(dtype), dtype=dtype))
-                assert torch.equal(local[2 + n:], torch.full((7,), _poison(dtype), dtype=dtype))
+                lb, pb = F.bits(local), F.bits(F.full(n + 9, poison(name), name))
+                assert np.array_equal(lb[2:2 + n], F.bits(data)[5:]), f"get {name} n={n}"
+                assert np.array_equal(lb[:2], pb[:2]) and np.array_equal(lb[2 + n:], pb[2 + n:]), "get: stray write"
                 symm.barrier()
         symm.free(buf)
     assert symm.debug_state()["heap"]["bytes_live"] == 0
@@ -92,47 +66,48 @@ def scenario_put_get_all_dtypes(rank, world, block_dim=None):
 
 
 def scenario_int_and_tensor_forms(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    a = symm.empty(1000, dtype=torch.float32)
-    b = symm.empty(1000, dtype=torch.float32)
-    sig = symm.empty(4, dtype=torch.int64)
-    sig.zero_()
-    a.fill_(-1)
-    b.fill_(-1)
+    F = current()
+    a = symm.empty(1000, dtype=F.dtype("float32"))
+    b = symm.empty(1000, dtype=F.dtype("float32"))
+    sig = symm.empty(4, dtype=F.dtype("int64"))
+    F.fill(sig, 0)
+    F.fill(a, -1)
+    F.fill(b, -1)
     symm.barrier()
-    src = _random(torch.float32, 600, rank)
+    src = F.random("float32", 600, rank)
     to = (rank + 1) % world
-    i64 = lambda v: torch.tensor([v], dtype=torch.int64)  # noqa: E731
+    i64 = lambda v: F.tensor([v], "int64")  # noqa: E731
     symm.shmem_put_with_signal(a, 17, src, 3, 557, sig, 1, 5, 1, to)
-    symm.shmem_put_with_signal(b, i64(17), src, i64(3), i64(557), sig, i64(2), torch.tensor([5], dtype=torch.int32),
-                               torch.tensor([1]), torch.tensor([to]))
+    symm.shmem_put_with_signal(b, i64(17), src, i64(3), i64(557), sig, i64(2), F.tensor([5], "int32"),
+                               F.tensor([1], "int64"), F.tensor([to], "int64"))
     assert symm.shmem_wait_for_signal(None, sig, 1, 5, 0) == 5
-    assert symm.shmem_wait_for_signal(a, sig, i64(2), torch.tensor([5], dtype=torch.int32), "eq") == 5
-    assert torch.equal(a, b)
-    assert torch.equal(a[17:17 + 557], _random(torch.float32, 600, (rank - 1) % world)[3:560])
+    assert symm.shmem_wait_for_signal(a, sig, i64(2), F.tensor([5], "int32"), "eq") == 5
+    assert equal(a, b)
+    assert np.array_equal(F.bits(a)[17:17 + 557], F.bits(F.random("float32", 600, (rank - 1) % world))[3:560])
     symm.barrier()
     symm.finalize()
 
 
 def scenario_invalid_arguments(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
+    F = current()
     V, T = ValueError, TypeError
-    tgt = symm.empty(64, dtype=torch.float32)
-    sig32 = symm.empty(8, dtype=torch.int32)
-    sigf = symm.empty(8, dtype=torch.float32)
-    tgt.fill_(-7)
-    sig32.zero_()
+    f32 = F.dtype("float32")
+    tgt = symm.empty(64, dtype=f32)
+    sig32 = symm.empty(8, dtype=F.dtype("int32"))
+    sigf = symm.empty(8, dtype=f32)
+    F.fill(tgt, -7)
+    F.fill(sig32, 0)
     symm.barrier()
-    src = torch.ones(64)
-    local = torch.zeros(64)
+    src = F.full(64, 1.0, "float32")
+    local = F.full(64, 0.0, "float32")
     to = (rank + 1) % world
     put, get = symm.shmem_put, symm.shmem_get
     cases = [
         (V, "target is not a symmetric tensor", put, local, 0, src, 0, 4, to),
-        (T, "src must be a torch tensor", put, tgt, 0, [1.0], 0, 4, to),
-        (T, "same dtype", put, tgt, 0, src.double(), 0, 4, to),
+        (T, f"src must be a {F.name} tensor", put, tgt, 0, [1.0], 0, 4, to),
+        (T, "same dtype", put, tgt, 0, F.full(64, 1.0, "float64"), 0, 4, to),
         (V, "target_offset must be >= 0", put, tgt, -1, src, 0, 4, to),
         (V, "exceeds target's 64 elements", put, tgt, 10, src, 0, 55, to),
         (V, "exceeds src's 64 elements", put, tgt, 0, src, 10, 55, to),
@@ -140,13 +115,13 @@ def scenario_invalid_arguments(rank, world):
         (V, "target_rank -1", put, tgt, 0, src, 0, 4, -1),
         (T, "size must be an int", put, tgt, 0, src, 0, 4.0, to),
         (T, "target_offset must be an int or a one-element integer tensor, got bool", put, tgt, True, src, 0, 4, to),
-        (V, "one-element", put, tgt, torch.tensor([1, 2]), src, 0, 4, to),
-        (T, "dtype torch.float32", put, tgt, torch.tensor([1.0]), src, 0, 4, to),
-        (V, "contiguous", put, tgt, 0, torch.ones(64, 2)[:, 0], 0, 4, to),
+        (V, "one-element", put, tgt, F.tensor([1, 2], "int64"), src, 0, 4, to),
+        (T, f"dtype {f32}", put, tgt, F.tensor([1.0], "float32"), src, 0, 4, to),
+        (V, "contiguous", put, tgt, 0, F.non_contiguous(64), 0, 4, to),
         (V, "src is not a symmetric tensor", get, local, 0, src, 0, 4, to),
         (V, "exceeds target's 64 elements", get, local, 60, tgt, 0, 5, to),
         (T, "signal must be an int32 or int64 tensor", symm.shmem_signal_op, sigf, 0, 1, 0, to),
-        (V, "signal is not a symmetric tensor", symm.shmem_signal_op, torch.zeros(2, dtype=torch.int32), 0, 1, 0, to),
+        (V, "signal is not a symmetric tensor", symm.shmem_signal_op, F.full(2, 0, "int32"), 0, 1, 0, to),
         (V, "signal_offset 8 is out of range", symm.shmem_signal_op, sig32, 8, 1, 0, to),
         (V, "signal_op 2", symm.shmem_signal_op, sig32, 0, 1, 2, to),
         (V, "signal_op 'mul'", symm.shmem_signal_op, sig32, 0, 1, "mul", to),
@@ -163,24 +138,24 @@ def scenario_invalid_arguments(rank, world):
     for exc, frag, fn, *args in cases:
         _expect(exc, frag, fn, *args)
     _expect(V, "block_dim must be in [1, 64]", put, tgt, 0, src, 0, 4, to, block_dim=0)
-    _expect(T, "dtype must be a torch.dtype", symm.empty, 4, dtype="float32")
-    _expect(V, "size must be non-negative", symm.empty, -1, dtype=torch.float32)
+    _expect(T, F.dtype_type_error, symm.empty, 4, dtype="float32")
+    _expect(V, "size must be non-negative", symm.empty, -1, dtype=f32)
     symm.barrier()
     # Nothing reached any rank's memory.
-    assert torch.equal(tgt, torch.full((64,), -7.0)), "a rejected call wrote data"
-    assert torch.equal(sig32, torch.zeros(8, dtype=torch.int32)), "a rejected call wrote a signal"
+    assert equal(tgt, F.full(64, -7.0, "float32")), "a rejected call wrote data"
+    assert equal(sig32, F.full(8, 0, "int32")), "a rejected call wrote a signal"
     symm.barrier()
     symm.finalize()
 
 
 def scenario_wait_comparisons(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    sigs = {dt: symm.empty(2, dtype=getattr(torch, dt)) for dt in ("int32", "int64")}
-    step = symm.empty(1, dtype=torch.int64)
+    F = current()
+    sigs = {dt: symm.empty(2, dtype=F.dtype(dt)) for dt in ("int32", "int64")}
+    step = symm.empty(1, dtype=F.dtype("int64"))
     for s in sigs.values():
-        s.zero_()
-    step.zero_()
+        F.fill(s, 0)
+    F.fill(step, 0)
     symm.barrier()
     cases = [("eq", 0, -7, -8, -7), ("gt", 1, -7, -7, -6), ("lt", 2, -7, -7, -8), ("ne", 3, -7, -7, -9),
              ("ge", 4, -7, -8, -7), ("le", 5, -7, -6, -7), ("gt", "gt", -3 * 10 ** 9, -4 * 10 ** 9, -2 * 10 ** 9)]
@@ -205,24 +180,24 @@ def scenario_wait_comparisons(rank, world):
 
 
 def scenario_concurrent_adds(rank, world, iters=20000):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    counters = symm.empty(world, dtype=torch.int64)
-    counters.zero_()
+    F = current()
+    counters = symm.empty(world, dtype=F.dtype("int64"))
+    F.fill(counters, 0)
     symm.barrier()
-    one = torch.tensor([1], dtype=torch.int64)
+    one = F.tensor([1], "int64")
     for i in range(iters):
         symm.shmem_signal_op(counters, 0, one if i % 2 else 1, 1, (rank + i) % world)
     symm.barrier()
-    assert int(counters[0]) == iters, f"lost updates: {int(counters[0])} != {iters}"
+    assert int(F.values(counters)[0]) == iters, f"lost updates: {int(F.values(counters)[0])} != {iters}"
     symm.finalize()
 
 
 def scenario_gil_release(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    sig = symm.empty(2, dtype=torch.int32)
-    sig.zero_()
+    F = current()
+    sig = symm.empty(2, dtype=F.dtype("int32"))
+    F.fill(sig, 0)
     symm.barrier()
     seen = {}
 
@@ -242,28 +217,30 @@ def scenario_gil_release(rank, world):
 
 
 def scenario_use_after_free(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    t = symm.empty(10, dtype=torch.float32)
-    keep = symm.empty(5, dtype=torch.float32)
+    F = current()
+    f32 = F.dtype("float32")
+    t = symm.empty(10, dtype=f32)
+    keep = symm.empty(5, dtype=f32)
     assert symm.is_symmetric(t) and symm.is_symmetric(t[3:])
     symm.free(t)
-    assert t.numel() == 0, "a freed tensor must not reach the heap"
+    assert F.numel(t) == 0, "a freed tensor must not reach the heap"
     assert not symm.is_symmetric(t)
-    _expect(ValueError, "not a symmetric tensor", symm.shmem_put, t, 0, torch.ones(1), 0, 0, 0)
-    _expect(symm.InvalidFreeError, "not in the symmetric heap", symm.free, torch.ones(3))
-    _expect(symm.CollectiveMismatchError, "differs between ranks", symm.free, keep if rank == 0 else torch.ones(3))
+    _expect(ValueError, "not a symmetric tensor", symm.shmem_put, t, 0, F.full(1, 1.0, "float32"), 0, 0, 0)
+    _expect(symm.InvalidFreeError, "not in the symmetric heap", symm.free, F.full(3, 1.0, "float32"))
+    _expect(symm.CollectiveMismatchError, "differs between ranks", symm.free,
+            keep if rank == 0 else F.full(3, 1.0, "float32"))
     d = symm.debug_state()
     assert d["heap"]["bytes_live"] == 64, d
     symm.finalize()
-    assert keep.numel() == 0, "finalize detaches every symmetric tensor"
+    assert F.numel(keep) == 0, "finalize detaches every symmetric tensor"
 
 
 def scenario_killed_rank(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    sig = symm.empty(1, dtype=torch.int64)
-    sig.zero_()
+    F = current()
+    sig = symm.empty(1, dtype=F.dtype("int64"))
+    F.fill(sig, 0)
     symm.barrier()
     if rank == world - 1:
         time.sleep(0.3)
@@ -278,14 +255,14 @@ def scenario_killed_rank(rank, world):
     assert f"{world - 1}" in str(ei.value) and "exited or were killed" in str(ei.value), str(ei.value)
     assert ei.value.code == "peer_dead"
     assert dt < 5, f"noticed after {dt:.1f} s"
-    os._exit(0)  # skip finalize and torch's teardown: the job is broken
+    os._exit(0)  # skip finalize and the framework's teardown: the job is broken
 
 
 def scenario_timeout(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    sig = symm.empty(4, dtype=torch.int32)
-    sig.zero_()
+    F = current()
+    sig = symm.empty(4, dtype=F.dtype("int32"))
+    F.fill(sig, 0)
     sig[2] = -4
     symm.barrier()
     if rank == 1:
@@ -302,182 +279,214 @@ def scenario_timeout(rank, world):
 
 
 def scenario_empty_forms(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    a = symm.empty(4096, dtype=torch.float16)
-    b = symm.empty((2, 3), torch.float32)
-    c = symm.empty(2, 3, dtype=torch.int8)
-    d = symm.empty([4, 0], dtype=torch.int64)
-    e = symm.empty(torch.Size([5]), dtype=torch.bfloat16)
+    F = current()
+    a = symm.empty(4096, dtype=F.dtype("float16"))
+    b = symm.empty((2, 3), F.dtype("float32"))
+    c = symm.empty(2, 3, dtype=F.dtype("int8"))
+    d = symm.empty([4, 0], dtype=F.dtype("int64"))
+    e = symm.empty(F.size_object([5]), dtype=F.dtype("bfloat16"))
     f = symm.empty(3)
-    assert a.shape == (4096,) and a.dtype == torch.float16
-    assert b.shape == (2, 3) and c.shape == (2, 3) and d.shape == (4, 0) and e.shape == (5,)
-    assert f.dtype == torch.get_default_dtype()
+    assert F.shape(a) == (4096,) and F.dtype_of(a) == F.dtype("float16")
+    assert F.shape(b) == (2, 3) and F.shape(c) == (2, 3) and F.shape(d) == (4, 0) and F.shape(e) == (5,)
+    assert F.dtype_of(f) == F.default_dtype
     for t in (a, b, c, d, e, f):
         assert symm.is_symmetric(t)
-        assert t.device.type == "cpu"
-    assert not symm.is_symmetric(torch.ones(3))
+        assert F.device(t) == "cpu"
+    assert not symm.is_symmetric(F.full(3, 1.0, "float32"))
     # Zero copy: a peer's put shows up in this rank's tensor object itself.
-    b.fill_(0)
+    F.fill(b, 0)
     symm.barrier()
-    symm.shmem_put(b, 0, torch.arange(6, dtype=torch.float32) + rank, 0, 6, (rank + 1) % world)
+    symm.shmem_put(b, 0, F.tensor(np.arange(6) + rank, "float32"), 0, 6, (rank + 1) % world)
     symm.barrier()
-    assert torch.equal(b, (torch.arange(6, dtype=torch.float32) + (rank - 1) % world).view(2, 3))
-    ptr = b.data_ptr()
+    assert np.array_equal(F.bits(b), (np.arange(6, dtype=np.float32) + (rank - 1) % world).reshape(2, 3))
+    ptr = F.data_ptr(b)
     symm.barrier()
-    assert b.data_ptr() == ptr
+    assert F.data_ptr(b) == ptr
     assert symm.get_rank() == rank and symm.get_world_size() == world
     st = symm.debug_state()
-    assert st["platform"] == "torch" and st["python_live_tensors"] == 6 and len(st["heap"]["live_allocations"]) == 6
+    assert st["platform"] == F.name and st["python_live_tensors"] == 6 and len(st["heap"]["live_allocations"]) == 6
     symm.finalize()
 
 
 def scenario_allocation_mismatch(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    symm.empty(10, dtype=torch.float32)
+    F = current()
+    f32 = F.dtype("float32")
+    symm.empty(10, dtype=f32)
     with pytest.raises(symm.CollectiveMismatchError) as ei:
-        symm.empty(11 if rank == world - 1 else 10, dtype=torch.float32)
+        symm.empty(11 if rank == world - 1 else 10, dtype=f32)
     assert "malloc(44 bytes" in str(ei.value) and "malloc(40 bytes" in str(ei.value), str(ei.value)
-    x = symm.empty(10, dtype=torch.float32)  # matching calls go on working
+    x = symm.empty(10, dtype=f32)  # matching calls go on working
     assert symm.is_symmetric(x)
     symm.finalize()
 
 
 def scenario_heap_exhaustion(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    a = symm.empty(600 * 1024, dtype=torch.uint8)
+    F = current()
+    u8 = F.dtype("uint8")
+    a = symm.empty(600 * 1024, dtype=u8)
     with pytest.raises(symm.HeapExhaustedError) as ei:
-        symm.empty(600 * 1024, dtype=torch.uint8)
+        symm.empty(600 * 1024, dtype=u8)
     assert isinstance(ei.value, MemoryError)
     assert "SYMMETRIC_MEMORY_HEAP_SIZE" in str(ei.value) and "614400 of 1048576 bytes live" in str(ei.value)
     symm.free(a)
-    symm.empty(600 * 1024, dtype=torch.uint8)
+    symm.empty(600 * 1024, dtype=u8)
     symm.finalize()
 
 
 def scenario_rendezvous(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    t = symm.empty(100, dtype=torch.float32)
-    t.fill_(-1)
+    F = current()
+    f32, i32 = F.dtype("float32"), F.dtype("int32")
+    t = symm.empty(100, dtype=f32)
+    F.fill(t, -1)
     h = symm.rendezvous(t)
     assert h.rank == rank and h.world_size == world and len(h.buffer_ptrs) == world
-    assert h.buffer_ptrs[rank] == t.data_ptr()
+    assert h.buffer_ptrs[rank] == F.data_ptr(t)
     symm.barrier()
     peer = (rank + 1) % world
-    view = h.get_buffer(peer, (10,), torch.float32, storage_offset=rank * 10)
-    view.copy_(torch.full((10,), float(rank)))  # direct stores into the peer's memory
-    as_int = h.get_buffer(peer, 4, torch.int32, storage_offset=90 + 4 * 0)
-    assert as_int.shape == (4,)
+    view = h.get_buffer(peer, (10,), f32, storage_offset=rank * 10)
+    F.assign(view, F.full(10, float(rank), "float32"))  # direct stores into the peer's memory
+    as_int = h.get_buffer(peer, 4, i32, storage_offset=90 + 4 * 0)
+    assert F.shape(as_int) == (4,)
     with pytest.raises(ValueError):
-        h.get_buffer(peer, (11,), torch.float32, storage_offset=90)
+        h.get_buffer(peer, (11,), f32, storage_offset=90)
     symm.barrier()
     frm = (rank - 1) % world
-    assert torch.equal(t[frm * 10:frm * 10 + 10], torch.full((10,), float(frm)))
-    others = torch.cat([t[:frm * 10], t[frm * 10 + 10:]])
-    assert torch.equal(others, torch.full_like(others, -1))
+    want = np.full(100, -1.0, np.float32)
+    want[frm * 10:frm * 10 + 10] = frm
+    assert np.array_equal(F.bits(t), want)
     symm.finalize()
 
 
 def scenario_reinit(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
+    F = current()
     for round_ in range(3):
-        t = symm.empty(8, dtype=torch.int32)
-        t.fill_(-1)
+        t = symm.empty(8, dtype=F.dtype("int32"))
+        F.fill(t, -1)
         symm.barrier()
-        symm.shmem_put(t, 0, torch.full((8,), round_ * 10 + rank, dtype=torch.int32), 0, 8, (rank + 1) % world)
+        symm.shmem_put(t, 0, F.full(8, round_ * 10 + rank, "int32"), 0, 8, (rank + 1) % world)
         symm.barrier()
-        assert torch.equal(t, torch.full((8,), round_ * 10 + (rank - 1) % world, dtype=torch.int32))
+        assert equal(t, F.full(8, round_ * 10 + (rank - 1) % world, "int32"))
         symm.finalize()
-        assert t.numel() == 0
+        assert F.numel(t) == 0
 
 
 def scenario_endpoint_bootstrap(rank, world):
-    torch = _torch()
     import hyper_parallel.core.symmetric_memory as symm
-    t = symm.empty(4, dtype=torch.int64)
-    t.zero_()
+    F = current()
+    t = symm.empty(4, dtype=F.dtype("int64"))
+    F.fill(t, 0)
     symm.barrier()
     symm.shmem_signal_op(t, rank, rank + 1, "set", 0)
     symm.barrier()
     if rank == 0:
-        assert t.tolist()[:world] == list(range(1, world + 1))
+        assert F.values(t).tolist()[:world] == list(range(1, world + 1))
     assert symm.debug_state()["config"]["authenticated"] is True
     symm.finalize()
 
 
+def scenario_framework_made_sources(rank, world):
+    """Tensors produced by the framework's own (possibly queued) ops serve as src, and
+    symmetric tensors written by framework ops just before a put are read complete."""
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    n = 100003
+    for name in ("float32", "int32", "bfloat16"):
+        dst = symm.empty(n, dtype=F.dtype(name))
+        staging = symm.empty(n, dtype=F.dtype(name))
+        F.fill(dst, poison(name))
+        symm.barrier()
+        src = F.op_result(n, name)  # 2 * arange(n), computed by the framework
+        symm.shmem_put(dst, 0, src, 0, n, (rank + 1) % world)
+        F.assign(staging, F.op_result(n, name))  # written by the framework, then read by address
+        symm.barrier()
+        assert equal(dst, F.op_result(n, name)), f"{name}: put from an op result"
+        local = F.full(n, poison(name), name)
+        symm.shmem_get(local, 0, staging, 0, n, (rank + 1) % world)
+        assert equal(local, F.op_result(n, name)), f"{name}: get of framework-written symmetric memory"
+        symm.barrier()
+    symm.finalize()
+
+
 # ----------------------------------------------------------------------------- tests
+# `fw` (conftest.py) runs every test once per framework.
 @pytest.mark.parametrize("world", [2, 3])
-def test_put_get_every_dtype_and_odd_size(world):
-    assert_job_ok(HERE, "scenario_put_get_all_dtypes", world, timeout=300)
+def test_put_get_every_dtype_and_odd_size(world, fw):
+    assert_job_ok(HERE, "scenario_put_get_all_dtypes", world, timeout=300, framework=fw)
 
 
-def test_put_get_with_block_dim_4_ranks():
-    assert_job_ok(HERE, "scenario_put_get_all_dtypes", 4, timeout=300, kwargs={"block_dim": 3})
+def test_put_get_with_block_dim_4_ranks(fw):
+    assert_job_ok(HERE, "scenario_put_get_all_dtypes", 4, timeout=300, kwargs={"block_dim": 3}, framework=fw)
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_int_and_tensor_arguments_agree(world):
-    assert_job_ok(HERE, "scenario_int_and_tensor_forms", world)
+def test_int_and_tensor_arguments_agree(world, fw):
+    assert_job_ok(HERE, "scenario_int_and_tensor_forms", world, framework=fw)
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_invalid_arguments_raise_and_write_nothing(world):
-    assert_job_ok(HERE, "scenario_invalid_arguments", world)
+def test_invalid_arguments_raise_and_write_nothing(world, fw):
+    assert_job_ok(HERE, "scenario_invalid_arguments", world, framework=fw)
 
 
-def test_all_six_comparisons_with_negative_values():
-    assert_job_ok(HERE, "scenario_wait_comparisons", 2)
+def test_all_six_comparisons_with_negative_values(fw):
+    assert_job_ok(HERE, "scenario_wait_comparisons", 2, framework=fw)
 
 
-def test_concurrent_adds_lose_nothing():
-    assert_job_ok(HERE, "scenario_concurrent_adds", 4)
+def test_concurrent_adds_lose_nothing(fw):
+    assert_job_ok(HERE, "scenario_concurrent_adds", 4, framework=fw)
 
 
-def test_gil_released_while_waiting():
-    assert_job_ok(HERE, "scenario_gil_release", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "10"})
+def test_gil_released_while_waiting(fw):
+    assert_job_ok(HERE, "scenario_gil_release", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "10"}, framework=fw)
 
 
-def test_use_after_free_and_bad_frees():
-    assert_job_ok(HERE, "scenario_use_after_free", 3)
+def test_use_after_free_and_bad_frees(fw):
+    assert_job_ok(HERE, "scenario_use_after_free", 3, framework=fw)
 
 
-def test_killed_rank_is_reported():
-    res = run_job(HERE, "scenario_killed_rank", 3, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "60"})
+def test_killed_rank_is_reported(fw):
+    res = run_job(HERE, "scenario_killed_rank", 3, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "60"}, framework=fw)
     assert not res.timed_out, res.describe()
     assert res.codes[:2] == [0, 0] and res.codes[2] == -_signal.SIGKILL, res.describe()
 
 
-def test_timeout_names_rank_signal_relation_and_value():
-    assert_job_ok(HERE, "scenario_timeout", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "1"})
+def test_timeout_names_rank_signal_relation_and_value(fw):
+    assert_job_ok(HERE, "scenario_timeout", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "1"}, framework=fw)
 
 
-def test_empty_forms_zero_copy_and_debug_state():
-    assert_job_ok(HERE, "scenario_empty_forms", 3)
+def test_empty_forms_zero_copy_and_debug_state(fw):
+    assert_job_ok(HERE, "scenario_empty_forms", 3, framework=fw)
 
 
-def test_allocation_mismatch_raises_on_every_rank():
-    assert_job_ok(HERE, "scenario_allocation_mismatch", 3)
+def test_allocation_mismatch_raises_on_every_rank(fw):
+    assert_job_ok(HERE, "scenario_allocation_mismatch", 3, framework=fw)
 
 
-def test_heap_exhaustion_message():
-    assert_job_ok(HERE, "scenario_heap_exhaustion", 2, env={"SYMMETRIC_MEMORY_HEAP_SIZE": "1m"})
+def test_heap_exhaustion_message(fw):
+    assert_job_ok(HERE, "scenario_heap_exhaustion", 2, env={"SYMMETRIC_MEMORY_HEAP_SIZE": "1m"}, framework=fw)
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_rendezvous_peer_views(world):
-    assert_job_ok(HERE, "scenario_rendezvous", world)
+def test_rendezvous_peer_views(world, fw):
+    assert_job_ok(HERE, "scenario_rendezvous", world, framework=fw)
 
 
-def test_finalize_and_reinit_back_to_back():
-    assert_job_ok(HERE, "scenario_reinit", 3)
+def test_finalize_and_reinit_back_to_back(fw):
+    assert_job_ok(HERE, "scenario_reinit", 3, framework=fw)
 
 
-def test_endpoint_bootstrap_with_secret_without_store():
+def test_endpoint_bootstrap_with_secret_without_store(fw):
     from launcher import free_port
     env = {"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
            "HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET": "s3cret"}
-    assert_job_ok(HERE, "scenario_endpoint_bootstrap", 3, env=env, dist=False)
+    assert_job_ok(HERE, "scenario_endpoint_bootstrap", 3, env=env, dist=False, framework=fw)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_tensors_made_by_framework_ops(world, fw):
+    assert_job_ok(HERE, "scenario_framework_made_sources", world, framework=fw)

@@ -63,6 +63,9 @@ _COMPARE_OPS = {"eq": 0, "gt": 1, "lt": 2, "ne": 3, "ge": 4, "le": 5}
 _COMPARE_NAMES = {v: k for k, v in _COMPARE_OPS.items()}
 
 _handler = get_platform().get_symmetric_memory_handler()
+# Frameworks that queue operators (MindSpore's PyNative) drain the queue before any call that
+# reads or writes tensor memory by address; None where ops are complete when they return.
+_sync = getattr(_handler, "sync", None)
 
 __all__ = [
     "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
@@ -318,6 +321,8 @@ def free(tensor) -> None:
     Raises: InvalidFreeError (a tensor not from empty(), or freed twice) on every rank,
     CollectiveMismatchError when ranks free different tensors.
     """
+    if _sync is not None:
+        _sync()
     if not _handler.is_tensor(tensor):
         raise _type_error(f"tensor must be a {_handler.name} tensor, got {type(tensor).__name__}")
     if not _C.is_initialized():
@@ -352,6 +357,8 @@ def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, bloc
 
     Raises: ShmemValueError/ShmemTypeError (arguments, nothing written), PeerDeadError.
     """
+    if _sync is not None:
+        _sync()
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
@@ -360,6 +367,8 @@ def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, bloc
     """Copy `size` elements from symmetric ``src[src_offset:]`` on `target_rank` into local
     ``target[target_offset:]`` (pull). Same units, checks and errors as :func:`shmem_put`.
     """
+    if _sync is not None:
+        _sync()
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, False)
     _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
@@ -368,6 +377,8 @@ def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank)
     """Atomically SET (0) or ADD (1) `signal_value` on ``signal[signal_offset]`` at `target_rank`,
     ordered after every earlier put of this thread, waking that rank's waiters.
     """
+    if _sync is not None:
+        _sync()
     addr, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
     op = _signal_op(signal_op)
@@ -382,6 +393,8 @@ def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, c
     Raises: ShmemTimeoutError after ``HYPER_PARALLEL_SHMEM_TIMEOUT_SEC`` (names rank, signal,
     relation, last value), PeerDeadError within seconds of a peer's death.
     """
+    if _sync is not None:
+        _sync()
     if depend_tensor is not None and not _handler.is_tensor(depend_tensor):
         raise _type_error(f"depend_tensor must be a {_handler.name} tensor or None")
     addr, width, off = _signal(signal, signal_offset)
@@ -396,6 +409,8 @@ def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, 
     that observes the signal observes every element of the put. All arguments (signal ones
     included) are checked before anything is written.
     """
+    if _sync is not None:
+        _sync()
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     sig, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
@@ -408,6 +423,8 @@ def barrier() -> None:
 
     Raises: ShmemTimeoutError, PeerDeadError (names the dead rank).
     """
+    if _sync is not None:
+        _sync()
     _ensure_init()
     _C.barrier()
 
@@ -429,6 +446,8 @@ def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None)
 
     Raises: ShmemTypeError (dtypes), ShmemValueError (sizes, mode), ShmemTimeoutError, PeerDeadError.
     """
+    if _sync is not None:
+        _sync()
     from hyper_parallel.core.symmetric_memory.algorithms import collectives
 
     o_addr, o_numel, itemsize, o_dtype = _symmetric(output_tensor, "output_tensor")
@@ -451,6 +470,8 @@ def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push
     by the library, and a size that disagrees with the sender raises CollectiveMismatchError
     on both sides. In ``mode="pull"`` every send tensor must be symmetric. Returns ``receive_tensor``.
     """
+    if _sync is not None:
+        _sync()
     from hyper_parallel.core.symmetric_memory.algorithms import collectives
 
     r_addr, r_numel, itemsize, r_dtype = _symmetric(receive_tensor, "receive_tensor")
@@ -528,6 +549,8 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
     this thread computes; the default (None) does so only on hosts with a core to spare per rank.
     Returns (gather_out, c).
     """
+    if _sync is not None:
+        _sync()
     from hyper_parallel.core.symmetric_memory.algorithms import fused
 
     (_, _, itemsize, dtype), (m, k) = _matrix(a, "a")
@@ -576,6 +599,8 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
     in one matmul (faster where the ranks fill the cores); None (default) picks by host.
     Returns a new (m/W, n) tensor.
     """
+    if _sync is not None:
+        _sync()
     from hyper_parallel.core.symmetric_memory.algorithms import fused
 
     (_, _, itemsize, dtype), (m, k) = _matrix(x1, "x1")
@@ -688,6 +713,8 @@ def finalize() -> None:
     """Collective: barrier, then release the heap, threads and sockets. Every symmetric tensor
     becomes empty. A later :func:`empty` starts a new job. No-op when not initialized.
     """
+    if _sync is not None:
+        _sync()
     if not _C.is_initialized():
         return
     with _state.lock:

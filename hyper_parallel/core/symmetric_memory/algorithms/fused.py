@@ -1,10 +1,13 @@
 """Fused compute + communication (the RFC's section 10), written once for every framework.
 
 Communication is the runtime's put/get/signal by address; computation goes through the
-handler's tensor-ops protocol (``rows``, ``flat_view``, ``matmul_into``, ``matmul``, ``add_``,
-``add``, ``scale_``, ``copy_as``, ``new_empty``, ``cast``, ``accumulate_dtype``). Pushes run on a background thread while the calling thread
-computes (both release the GIL, so they overlap for real) when the host has a core to
-spare per rank; otherwise the calling thread issues them between its matmuls.
+handler's tensor-ops protocol (``rows``, ``flat_view``, ``matmul_into``, ``matmul``, ``accumulate``,
+``add``, ``scale``, ``copy_as``, ``new_empty``, ``cast``, ``accumulate_dtype``); ``matmul``'s result
+is complete when it returns (the runtime reads it by address), and ``accumulate``/``scale``
+return the tensor to use next (frameworks without in-place kernels return a new one).
+Pushes run on a background thread while the calling thread computes (both release the GIL,
+so they overlap for real) when the host has a core to spare per rank; otherwise the calling
+thread issues them between its matmuls.
 
 Signals: the caller's signal tensor is set to the call's epoch (never reset between calls),
 and waits compare ``>=`` it. It must be zero when first used, as in the RFC's example.
@@ -186,7 +189,7 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
             elif src == 1:
                 acc = h.add(first, part, acc_dtype)  # a new tensor: one pass, no copy
             else:
-                h.add_(acc, part)
+                acc = h.accumulate(acc, part)
     finally:
         for f in pending:
             f.result()
@@ -195,5 +198,5 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     if w == 1:
         acc = h.copy_as(first, acc_dtype)
     if reduce_op == "avg":
-        h.scale_(acc, 1.0 / w)
+        acc = h.scale(acc, 1.0 / w)
     return h.cast(acc, h.describe(own)[3])

@@ -28,6 +28,7 @@ class TorchSymmetricMemoryHandler:
     int64 = torch.int64
 
     _store_generation = 0
+    sync = None  # eager torch on the CPU has finished an op when it returns: nothing to drain
 
     # ------------------------------------------------------------ rendezvous
     def rendezvous_info(self, make_unique_id, timeout_sec: float):
@@ -144,18 +145,19 @@ class TorchSymmetricMemoryHandler:
         """out[r0:r1] = a @ b, written in place."""
         torch.matmul(a, b, out=out[r0:r1])
 
-    def add_(self, acc, x):
-        acc.add_(x)
+    def accumulate(self, acc, x):
+        """acc += x; returns the accumulator to use from now on (acc itself here)."""
+        return acc.add_(x)
 
     def add(self, x, y, dtype):
         """A new tensor x + y in `dtype` (computed in one pass)."""
         return torch.add(x if x.dtype == dtype else x.to(dtype), y)
 
-    def scale_(self, acc, factor: float):
+    def scale(self, acc, factor: float):
+        """acc * factor in place (integers: divided by 1/factor, rounded toward zero); returns acc."""
         if acc.dtype.is_floating_point:
-            acc.mul_(factor)
-        else:
-            acc.div_(round(1 / factor), rounding_mode="trunc")
+            return acc.mul_(factor)
+        return acc.div_(round(1 / factor), rounding_mode="trunc")
 
     def copy_as(self, t, dtype):
         """A new tensor with t's values in `dtype` (always a copy)."""
