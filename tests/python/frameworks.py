@@ -116,6 +116,10 @@ class _Torch:
     def size_object(self, dims):
         return self.torch.Size(dims)
 
+    def queued_write(self, dst, src):
+        """dst[:] = src by a framework operator (torch runs it before returning)."""
+        dst.copy_(src)
+
     def op_result(self, n, name):
         """A tensor computed by framework ops (not from NumPy): 2 * arange(n)."""
         return (self.torch.arange(n) * 2).to(self.dtype(name))
@@ -192,6 +196,13 @@ class _MindSpore:
 
     def size_object(self, dims):
         return tuple(dims)
+
+    def queued_write(self, dst, src):
+        """dst[:] = src by an operator that is still queued when this returns: a slow matmul
+        ahead of it keeps PyNative's queue busy (copy_ itself is asynchronous)."""
+        big = self.ms.ops.ones((768, 768), self.ms.float32)
+        self.ms.ops.matmul(big, big)
+        dst.copy_(src)
 
     def op_result(self, n, name):
         return (self.ms.ops.arange(n) * 2).astype(self.dtype(name))

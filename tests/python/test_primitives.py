@@ -390,8 +390,9 @@ def scenario_endpoint_bootstrap(rank, world):
 
 
 def scenario_framework_made_sources(rank, world):
-    """Tensors produced by the framework's own (possibly queued) ops serve as src, and
-    symmetric tensors written by framework ops just before a put are read complete."""
+    """Tensors produced by the framework's own (possibly queued) ops serve as src, and a
+    symmetric tensor written by a still-queued framework op before a barrier reaches the
+    peers complete (the API drains the framework's queue before touching memory)."""
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
     n = 100003
@@ -399,11 +400,12 @@ def scenario_framework_made_sources(rank, world):
         dst = symm.empty(n, dtype=F.dtype(name))
         staging = symm.empty(n, dtype=F.dtype(name))
         F.fill(dst, poison(name))
+        F.fill(staging, poison(name))
         symm.barrier()
         src = F.op_result(n, name)  # 2 * arange(n), computed by the framework
         symm.shmem_put(dst, 0, src, 0, n, (rank + 1) % world)
-        F.assign(staging, F.op_result(n, name))  # written by the framework, then read by address
-        symm.barrier()
+        F.queued_write(staging, F.op_result(n, name))
+        symm.barrier()  # no tensor of ours is handed to this call: only the drain orders the write
         assert equal(dst, F.op_result(n, name)), f"{name}: put from an op result"
         local = F.full(n, poison(name), name)
         symm.shmem_get(local, 0, staging, 0, n, (rank + 1) % world)
