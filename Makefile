@@ -40,6 +40,9 @@ demo: install
 	torchrun --nproc-per-node 2 examples/put_signal.py
 	torchrun --nproc-per-node 4 examples/ring.py
 	torchrun --nproc-per-node 2 examples/fused_all_gather_matmul.py
+	GLOG_v=3 msrun --worker_num 2 --local_worker_num 2 --join True --log_dir build/msrun_logs \
+	  --master_port $$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
+	  examples/mindspore/put_signal.py
 
 clean:
 	rm -rf build

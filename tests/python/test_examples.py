@@ -1,7 +1,10 @@
-"""The examples and the launchers users start jobs with: torchrun and torch.multiprocessing.spawn."""
+"""The examples and the launchers users start jobs with: torchrun, torch.multiprocessing.spawn
+and MindSpore's msrun."""
 import os
 import subprocess
 import sys
+
+from launcher import free_port
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,19 +72,89 @@ def test_platform_choice_is_forced_by_environment():
     env = dict(os.environ, HYPER_PARALLEL_PLATFORM="tensorflow")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "HYPER_PARALLEL_PLATFORM='tensorflow' is not one of" in r.stderr, r.stderr
-    env["HYPER_PARALLEL_PLATFORM"] = "mindspore"
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert r.returncode != 0 and "handler is not part of this build" in r.stderr, r.stderr
-    env["HYPER_PARALLEL_PLATFORM"] = "torch"
-    code = ("import hyper_parallel.core.symmetric_memory as s; print(s.debug_state()['platform'])")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "torch", r.stderr
+    code = ("import sys, hyper_parallel.core.symmetric_memory as s\n"
+            "print(s.debug_state()['platform'], 'torch' in sys.modules, 'mindspore' in sys.modules)")
+    for forced, want in (("torch", "torch True False"), ("mindspore", "mindspore False True")):
+        env["HYPER_PARALLEL_PLATFORM"] = forced
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stdout + r.stderr
+    # Unforced, a framework the program already imported wins, and nothing else is imported.
+    env.pop("HYPER_PARALLEL_PLATFORM")
+    r = subprocess.run([sys.executable, "-c", "import mindspore\n" + code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "mindspore False True", r.stdout + r.stderr
 
 
 def test_empty_without_a_process_group_says_what_to_do():
-    code = ("import torch, hyper_parallel.core.symmetric_memory as s\n"
-            "try:\n    s.empty(4, dtype=torch.float32)\nexcept RuntimeError as e:\n    print('ERR', e)\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    env.pop("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", None)
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert "ERR" in r.stdout and "init_process_group" in r.stdout, r.stdout + r.stderr
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "RANK_ID", "RANK_SIZE", "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT")}
+    for fw, dtype, hint in (("torch", "torch.float32", "init_process_group"), ("mindspore", "mindspore.float32", "msrun")):
+        code = (f"import {fw}, hyper_parallel.core.symmetric_memory as s\n"
+                f"try:\n    s.empty(4, dtype={dtype})\nexcept RuntimeError as e:\n    print('ERR', e)\n")
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert "ERR" in r.stdout and hint in r.stdout, r.stdout + r.stderr
+    # msrun's scheduler process runs the script too; without communication.init() it is told so.
+    sched = dict(env, MS_ROLE="MS_SCHED", RANK_ID="0", RANK_SIZE="2", MS_SCHED_HOST="127.0.0.1", MS_SCHED_PORT="8118")
+    r = subprocess.run([sys.executable, "-c", code], env=sched, capture_output=True, text=True)
+    assert "ERR" in r.stdout and "MS_ROLE=MS_SCHED" in r.stdout, r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------------------- MindSpore, under msrun
+def _msrun(nproc, script, tmp_path, env=None, timeout=240):
+    """msrun starts its scheduler and `nproc` workers; their logs are tailed to stdout."""
+    e = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1", GLOG_v="3")
+    e.update(env or {})
+    return subprocess.run(["msrun", "--worker_num", str(nproc), "--local_worker_num", str(nproc), "--master_port",
+                           str(free_port()), "--log_dir", str(tmp_path / "msrun_logs"), "--join", "True",
+                           "--cluster_time_out", "60", script], cwd=ROOT, env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _worker_logs(tmp_path):
+    logs = sorted((tmp_path / "msrun_logs").glob("worker_*.log"))
+    return "".join(p.read_text() for p in logs)
+
+
+def test_mindspore_rfc_example_put_signal_under_msrun(tmp_path):
+    r = _msrun(2, os.path.join(ROOT, "examples", "mindspore", "put_signal.py"), tmp_path)
+    logs = _worker_logs(tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + logs[-3000:]
+    assert "rank 1: received after the signal" in logs and "(matches rank 0)" in logs, logs[-3000:]
+
+
+def test_mindspore_rfc_example_fused_all_gather_matmul_under_msrun(tmp_path):
+    r = _msrun(2, os.path.join(ROOT, "examples", "mindspore", "fused_all_gather_matmul.py"), tmp_path, timeout=300)
+    logs = _worker_logs(tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + logs[-3000:]
+    assert logs.count("match mindspore all_gather + matmul") == 2, logs[-3000:]
+
+
+BARE_MSRUN_SCRIPT = r"""
+import os, sys
+import mindspore as ms
+import hyper_parallel.core.symmetric_memory as symm
+# No mindspore.communication.init(): the ranks come from msrun's environment alone, and the
+# scheduler process (which runs this script too) has nothing to do.
+if os.environ.get("MS_ROLE") == "MS_SCHED":
+    sys.exit(0)
+rank, world = int(os.environ["RANK_ID"]), int(os.environ["RANK_SIZE"])
+t = symm.empty(world, dtype=ms.int64)
+t[:] = -1
+symm.barrier()
+for p in range(world):
+    symm.shmem_put(t, rank, ms.Tensor([rank * 10], ms.int64), 0, 1, p)
+symm.barrier()
+assert t.asnumpy().tolist() == [r * 10 for r in range(world)], t.asnumpy()
+st = symm.debug_state()
+assert st["platform"] == "mindspore" and "torch" not in sys.modules
+print(f"rank {rank}: bare msrun ok, authenticated={st['config']['authenticated']}", flush=True)
+symm.finalize()
+"""
+
+
+def test_mindspore_bare_msrun_environment_with_secret(tmp_path):
+    script = tmp_path / "bare.py"
+    script.write_text(BARE_MSRUN_SCRIPT)
+    r = _msrun(3, str(script), tmp_path, env={"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET": os.urandom(16).hex()})
+    logs = _worker_logs(tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + logs[-3000:]
+    assert logs.count("bare msrun ok, authenticated=True") == 3, logs[-3000:]

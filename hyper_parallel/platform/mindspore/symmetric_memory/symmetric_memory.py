@@ -89,6 +89,8 @@ class MindSporeSymmetricMemoryHandler:
            rank 0 listens on ``MS_SCHED_PORT + 13`` as in the RFC (``- 13`` past 65535), never the
            scheduler's own port; authenticated only with ``HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET``
            (exported before msrun), since msrun shares nothing else that strangers could not read.
+           msrun also runs the script in its scheduler process; without step 2 the script must
+           end there by itself (``MS_ROLE == "MS_SCHED"``), and this raises if it does not.
         """
         endpoint = os.environ.get("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT", "")
         comm = self._comm_rank()
@@ -108,6 +110,11 @@ class MindSporeSymmetricMemoryHandler:
             gathered = [None] * world
             all_gather_object(gathered, mine)
             return rank, world, bytes(gathered[0]), ""
+        if os.environ.get("MS_ROLE") == "MS_SCHED":
+            raise RuntimeError(
+                "this process is msrun's scheduler (MS_ROLE=MS_SCHED), which runs the script too: call "
+                "mindspore.communication.init() before the first symm.empty() (the scheduler serves the job "
+                "inside it), or end the script early when MS_ROLE is MS_SCHED")
         host, port = os.environ.get("MS_SCHED_HOST"), os.environ.get("MS_SCHED_PORT")
         if not host or not port:
             raise RuntimeError(
