@@ -33,6 +33,7 @@ try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     spec = importlib.util.spec_from_file_location("scenario_module", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["scenario_module"] = mod  # importable by name (MindSpore's graph compiler looks it up)
     spec.loader.exec_module(mod)
     getattr(mod, fn_name)(rank, world, **kwargs)
     if mindspore and "torch" in sys.modules:

@@ -414,6 +414,37 @@ def scenario_framework_made_sources(rank, world):
     symm.finalize()
 
 
+def scenario_mindspore_graph_mode_is_refused_by_name(rank, world):
+    """Inside an ms.jit function the API cannot run (it drives the runtime between operators);
+    the compiler must say which call, and nothing may have been written."""
+    import tempfile
+
+    import mindspore as ms
+
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    buf = symm.empty(8, dtype=ms.float32)
+    sig = symm.empty(1, dtype=ms.int32)
+    F.fill(buf, -1.0)
+    F.fill(sig, 0)
+    symm.barrier()
+
+    @ms.jit
+    def step(x):
+        y = x * 2
+        symm.shmem_put_with_signal(buf, 0, y, 0, 8, sig, 0, 1, 0, (rank + 1) % world)
+        return y
+
+    os.chdir(tempfile.mkdtemp())  # the compiler leaves its analysis files in the working directory
+    with pytest.raises(RuntimeError) as ei:
+        step(F.full(8, 1.0, "float32"))
+    assert "hyper_parallel.core.symmetric_memory.shmem_put_with_signal" in str(ei.value), str(ei.value)[:500]
+    assert "GRAPH_MODE" in str(ei.value)
+    symm.barrier()
+    assert equal(buf, F.full(8, -1.0, "float32")) and equal(sig, F.full(1, 0, "int32"))
+    symm.finalize()
+
+
 # ----------------------------------------------------------------------------- tests
 # `fw` (conftest.py) runs every test once per framework.
 @pytest.mark.parametrize("world", [2, 3])
@@ -492,3 +523,7 @@ def test_endpoint_bootstrap_with_secret_without_store(fw):
 @pytest.mark.parametrize("world", [2, 3])
 def test_tensors_made_by_framework_ops(world, fw):
     assert_job_ok(HERE, "scenario_framework_made_sources", world, framework=fw)
+
+
+def test_mindspore_graph_mode_is_refused_by_name():
+    assert_job_ok(HERE, "scenario_mindspore_graph_mode_is_refused_by_name", 2, framework="mindspore")

@@ -44,6 +44,20 @@ def _store_view(t):
     return t.view(ms.uint16) if t.dtype == ms.bfloat16 else t
 
 
+def _refuse_graph_mode():
+    """The API drives the runtime from Python between operators (PyNative). In a function that
+    MindSpore compiles into a graph (``ms.jit``, GRAPH_MODE) it cannot run; registering the
+    module makes the compiler say so by name instead of failing deep inside the parser."""
+    try:
+        from mindspore.graph._utils.check_jit_forbidden_api import add_jit_forbidden_module
+    except ImportError:  # the registry moved: graph compilation then fails less clearly
+        return
+    add_jit_forbidden_module("hyper_parallel.core.symmetric_memory")
+
+
+_refuse_graph_mode()
+
+
 def _known_dtype(x) -> bool:
     return isinstance(x, ms.dtype.Type) and x in _NP_OF
 
