@@ -88,6 +88,18 @@ def collectives(d, name="collectives.json"):
     return "\n".join(out)
 
 
+def adapters(d):
+    recs = _load(d, "adapters.json")
+    if not recs:
+        return ""
+    out = ["| operation (2 ranks) | bytes/rank | torch handler µs | MindSpore handler µs | MindSpore / torch |",
+           "|---|---:|---:|---:|---:|"]
+    for r in recs:
+        out.append(f"| {r['op']} | {_size(r['bytes'])} | {r['torch_us']:.2f} | {r['mindspore_us']:.2f} | "
+                   f"{r['mindspore_over_torch']:.2f}x |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     d = sys.argv[1] if len(sys.argv) > 1 else "bench-results"
     print(primitives(d))
@@ -97,3 +109,5 @@ if __name__ == "__main__":
     print(collectives(d))
     print()
     print(collectives(d, "collectives_4ranks.json"))
+    print()
+    print(adapters(d))
