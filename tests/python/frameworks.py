@@ -54,7 +54,23 @@ def poison(name: str):
     return 77
 
 
-class _Torch:
+class _Common:
+    """What both frameworks spell alike."""
+
+    def shape(self, t):
+        return tuple(t.shape)
+
+    def dtype_of(self, t):
+        return t.dtype
+
+    def data_ptr(self, t):
+        return t.data_ptr()
+
+    def random(self, name, shape, seed, small=False):
+        return self.tensor(random_array(name, shape, seed, small), name)
+
+
+class _Torch(_Common):
     name = "torch"
 
     def __init__(self):
@@ -71,9 +87,6 @@ class _Torch:
         """A new tensor (a copy) of dtype `name` holding `values` (array or list)."""
         arr = np.asarray(values, dtype=_NP[name])
         return self.torch.from_numpy(np.ascontiguousarray(arr)).to(self.dtype(name)).clone()
-
-    def random(self, name, shape, seed, small=False):
-        return self.tensor(random_array(name, shape, seed, small), name)
 
     def full(self, shape, value, name):
         return self.torch.full(shape if isinstance(shape, tuple) else (shape,), value, dtype=self.dtype(name))
@@ -98,15 +111,6 @@ class _Torch:
     def numel(self, t):
         return t.numel()
 
-    def shape(self, t):
-        return tuple(t.shape)
-
-    def dtype_of(self, t):
-        return t.dtype
-
-    def data_ptr(self, t):
-        return t.data_ptr()
-
     def device(self, t):
         return t.device.type
 
@@ -125,7 +129,7 @@ class _Torch:
         return (self.torch.arange(n) * 2).to(self.dtype(name))
 
 
-class _MindSpore:
+class _MindSpore(_Common):
     name = "mindspore"
 
     def __init__(self):
@@ -142,9 +146,6 @@ class _MindSpore:
         arr = np.ascontiguousarray(np.asarray(values, dtype=_NP[name]))
         t = self.ms.Tensor(arr)  # copies
         return t.astype(self.ms.bfloat16) if name == "bfloat16" else t
-
-    def random(self, name, shape, seed, small=False):
-        return self.tensor(random_array(name, shape, seed, small), name)
 
     def full(self, shape, value, name):
         shape = shape if isinstance(shape, tuple) else (shape,)
@@ -178,15 +179,6 @@ class _MindSpore:
 
     def numel(self, t):
         return t.size
-
-    def shape(self, t):
-        return tuple(t.shape)
-
-    def dtype_of(self, t):
-        return t.dtype
-
-    def data_ptr(self, t):
-        return t.data_ptr()
 
     def device(self, t):
         return str(t.device).lower()
