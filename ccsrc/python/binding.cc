@@ -15,6 +15,10 @@
 #include "hpshmem/hpshmem.h"
 #include "ops/ops.h"
 
+namespace hpshmem::mindspore_graph {
+std::string LastError();  // ccsrc/symmetric_memory/platform/mindspore/aot_ops.cc
+}
+
 namespace nb = nanobind;
 using hpshmem::Code;
 using hpshmem::Status;
@@ -181,6 +185,8 @@ NB_MODULE(_hpshmem, m) {
   m.def("quiet", [] { Check(hpshmem::Quiet()); });
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
   m.def("debug_state", &hpshmem::DebugState);
+  m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
+        "Why the last MindSpore graph-mode kernel failed (empty if none did).");
   m.def("environment_settings", [] {
     hpshmem::RuntimeInfo i;
     Check(hpshmem::EnvironmentSettings(&i));
