@@ -239,11 +239,11 @@ def main():
                     help="alternate our run and Open MPI's this many times; each keeps its best median "
                          "(the host's memory bandwidth drifts between runs)")
     ap.add_argument("--mpi-worker")
-    ap.add_argument("--sizes")
+    ap.add_argument("--sizes", help="comma-separated bytes per rank (default: 8 B to 64 MiB)")
     args = ap.parse_args()
     if args.mpi_worker:
         return _mpi_main([int(s) for s in args.sizes.split(",")], args.quick, args.mpi_worker)
-    sizes = QUICK_SIZES if args.quick else SIZES
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else QUICK_SIZES if args.quick else SIZES
     import torch.multiprocessing as mp
 
     best = {}

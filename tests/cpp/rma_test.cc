@@ -155,3 +155,44 @@ TEST(Rma, CopiesSplitAcrossBlockDimThreads) {
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
+
+// Copies past the streaming threshold (non-temporal stores) at unaligned
+// offsets, whole and split over block_dim threads, land byte for byte and
+// write nothing outside their range.
+TEST(Rma, StreamingSizedCopiesAtOddOffsets) {
+  const size_t kBig[] = {(9u << 20) + 13, (20u << 20) + 1};
+  JobOptions opt;
+  opt.heap_bytes = 96u << 20;
+  auto r = RunJob(3, [&](int rank, int n) {
+    const size_t slot = (20u << 20) + 4096;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(slot * 2, &buf));
+    auto* base = static_cast<unsigned char*>(buf);
+    int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    for (int block_dim : {1, 2}) {
+      std::memset(base, kPoison, slot * 2);
+      RCHECK_OK(hpshmem::Barrier());
+      for (int i = 0; i < 2; ++i) {
+        auto data = Pattern(rank, kBig[i] + 3, block_dim);
+        RCHECK_OK(hpshmem::ops::PutMem(base + slot * i + 5, data.data() + 3, kBig[i], to, block_dim));
+      }
+      RCHECK_OK(hpshmem::Barrier());
+      for (int i = 0; i < 2; ++i) {
+        auto want = Pattern(from, kBig[i] + 3, block_dim);
+        unsigned char* got = base + slot * i;
+        RCHECK(std::memcmp(got + 5, want.data() + 3, kBig[i]) == 0, "streamed put, size " + std::to_string(kBig[i]));
+        for (size_t k = 0; k < 5; ++k) RCHECK(got[k] == kPoison, "streamed put wrote before its range");
+        for (size_t k = 5 + kBig[i]; k < slot; ++k) RCHECK(got[k] == kPoison, "streamed put wrote past its end");
+        std::vector<unsigned char> local(kBig[i] + 64, kPoison);
+        RCHECK_OK(hpshmem::ops::GetMem(local.data() + 7, base + slot * i + 5, kBig[i], to, block_dim));
+        auto mine = Pattern(rank, kBig[i] + 3, block_dim);  // what `to` received came from this rank
+        RCHECK(std::memcmp(local.data() + 7, mine.data() + 3, kBig[i]) == 0, "streamed get");
+        for (size_t k = 0; k < 7; ++k) RCHECK(local[k] == kPoison, "streamed get wrote before its range");
+        for (size_t k = 7 + kBig[i]; k < local.size(); ++k) RCHECK(local[k] == kPoison, "streamed get wrote past");
+      }
+      RCHECK_OK(hpshmem::Barrier());
+    }
+    RCHECK_OK(hpshmem::Free(buf));
+  }, opt);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -8,6 +8,7 @@
 
 #include "hpshmem/hpshmem.h"
 #include "hpshmem/parallel.h"
+#include "copy.h"
 #include "log.h"
 #include "wait.h"
 
@@ -382,7 +383,7 @@ Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMem"));
   HPSHMEM_RETURN_IF_ERROR(HeapOffset(rt, dest, bytes, "PutMem dest", &off));
   if (bytes && !src) return Status::InvalidArgument("PutMem: src is null");
-  if (bytes) std::memmove(rt->peer_sym[pe] + off, src, bytes);
+  if (bytes) CopyBytes(rt->peer_sym[pe] + off, src, bytes);
   return Status::OK();
 }
 
@@ -393,7 +394,7 @@ Status GetMem(void* dest, const void* src, size_t bytes, int pe) {
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "GetMem"));
   HPSHMEM_RETURN_IF_ERROR(HeapOffset(rt, src, bytes, "GetMem src", &off));
   if (bytes && !dest) return Status::InvalidArgument("GetMem: dest is null");
-  if (bytes) std::memmove(dest, rt->peer_sym[pe] + off, bytes);
+  if (bytes) CopyBytes(dest, rt->peer_sym[pe] + off, bytes);
   return Status::OK();
 }
 
@@ -566,7 +567,9 @@ std::string DebugState() {
     << ", \"transport\": \"" << rt->transport->name() << "\", \"config\": {\"heap_bytes\": " << rt->heap_bytes
     << ", \"timeout_sec\": " << rt->config.timeout_sec << ", \"block_dim\": " << rt->config.block_dim
     << ", \"log_level\": \"" << kLevels[static_cast<int>(rt->config.log_level)] << "\", \"authenticated\": "
-    << (rt->boot->has_secret() ? "true" : "false") << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
+    << (rt->boot->has_secret() ? "true" : "false") << ", \"streaming_copy_bytes\": "
+    << (StreamingCopyThreshold() == SIZE_MAX ? std::string("null") : std::to_string(StreamingCopyThreshold()))
+    << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
     << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
     << rt->heap_bytes - rt->alloc->bytes_live() << ", \"allocator_calls\": " << rt->alloc_seq
     << ", \"live_allocations\": [";
