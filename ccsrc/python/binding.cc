@@ -8,9 +8,11 @@
 // created here (the lowest layer that can name the cause).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "hpshmem/hpshmem.h"
 #include "ops/ops.h"
@@ -184,6 +186,51 @@ NB_MODULE(_hpshmem, m) {
   m.def("fence", [] { Check(hpshmem::Fence()); });
   m.def("quiet", [] { Check(hpshmem::Quiet()); });
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
+
+  // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
+  m.def("coll_layout", [] {
+    hpshmem::ops::CollectiveLayout L;
+    Check(hpshmem::ops::GetCollectiveLayout(&L));
+    nb::dict d;
+    d["ready"] = reinterpret_cast<uintptr_t>(L.ready);
+    d["arrivals"] = reinterpret_cast<uintptr_t>(L.arrivals);
+    d["consumed"] = reinterpret_cast<uintptr_t>(L.consumed);
+    d["mismatch"] = reinterpret_cast<uintptr_t>(L.mismatch);
+    return d;
+  }, "Addresses of the collective workspace's words (ready = ready[0]).");
+  m.def("coll_epoch", [] {
+    auto* c = hpshmem::GetCollectiveCounters();
+    if (!c) Check(hpshmem::Status::NotInitialized("coll_epoch before init"));
+    return c->epoch;
+  });
+  m.def("coll_begin", [] {
+    int64_t e = 0;
+    Check(hpshmem::ops::CollectiveBegin(&e));
+    return e;
+  });
+  m.def("coll_wait_ready", [](int peer, int64_t epoch) {
+    NoGil([&] { return hpshmem::ops::CollectiveWaitReady(peer, epoch); });
+  });
+  m.def("coll_wait_consumed", [](int64_t extra) {
+    NoGil([&] { return hpshmem::ops::CollectiveWaitConsumed(extra); });
+  });
+  m.def("coll_consumed", [](int peer) { Check(hpshmem::ops::CollectiveConsumed(peer)); });
+  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim) {
+    NoGil([&] { return hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim); });
+  }, nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0);
+  m.def("alltoall", [](const std::vector<uintptr_t>& sends, const std::vector<int64_t>& send_elems, uintptr_t recv,
+                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim) {
+    size_t w = static_cast<size_t>(hpshmem::NPes());
+    if (sends.size() != w || send_elems.size() != w || recv_elems.size() != w)
+      Check(hpshmem::Status::InvalidArgument("alltoall: one send, send count and receive count per rank"));
+    std::vector<const void*> ptrs(w);
+    for (size_t i = 0; i < w; ++i) ptrs[i] = P(sends[i]);
+    NoGil([&] {
+      return hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
+                                    block_dim);
+    });
+  }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
+     nb::arg("pull"), nb::arg("block_dim") = 0);
   m.def("debug_state", &hpshmem::DebugState);
   m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
         "Why the last MindSpore graph-mode kernel failed (empty if none did).");

@@ -353,6 +353,11 @@ Status Free(void* ptr) {
   return rt->alloc->Release(off);
 }
 
+CollectiveCounters* GetCollectiveCounters() {
+  Runtime* rt = CurrentRuntime();
+  return rt ? &rt->coll : nullptr;
+}
+
 Status CollectiveWorkspace(void** base) {
   Runtime* rt = CurrentRuntime();
   if (!rt) return NotInit("CollectiveWorkspace");

@@ -36,6 +36,7 @@ struct Runtime {
   std::atomic<bool> finalizing{false};
   std::unique_ptr<WorkerPool> pool;
   std::mutex pool_mu;
+  CollectiveCounters coll;
 
   // Ranks lost so far, e.g. "2" or "1, 3"; empty when none.
   std::string LostRanks() const;

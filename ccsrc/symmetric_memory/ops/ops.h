@@ -33,4 +33,57 @@ Status SignalOpRemote(void* sig, SignalType type, int64_t value, SignalOp op, in
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
                        const char* label = nullptr);
 
+// ---------------------------------------------------------------- collective copies
+// The data movement of allgather and alltoall, and the epoch protocol they
+// share with the fused ops of the Python algorithms layer.
+//
+// Why epochs: signals are never reset. Collective call number e (counted
+// alike on every rank, since collectives are called in the same order
+// everywhere) sets or adds signals so that "call e is done" is a >=
+// comparison against a value that only grows: nobody re-zeroes anything.
+// Why clear-to-send: as with MPI, a rank's outputs of call e must stay as
+// they are until that rank itself enters call e+1. A rank entering a call
+// announces it to every peer (ready[me] = e on each); a peer writes into this
+// rank's buffers only after seeing it.
+//
+// Workspace layout (int64 words in the runtime's collective workspace, zero
+// at Init), W ranks: ready[W], arrivals, consumed, mismatch, counts[W],
+// send_off[W], send_n[W] (see CollectiveLayout).
+struct CollectiveLayout {
+  int64_t* ready;     // ready[p]: last call rank p has entered
+  int64_t* arrivals;  // put-with-signal ADDs received (push collectives)
+  int64_t* consumed;  // reads of this rank's buffers completed by peers (pull)
+  int64_t* mismatch;  // peers that found this rank's sizes inconsistent
+  int64_t* counts;    // alltoall push: elements expected from each peer
+  int64_t* send_off;  // alltoall pull: workspace-relative byte offset of the piece for each peer
+  int64_t* send_n;    // alltoall pull: elements of that piece
+};
+// Errors: kNotInitialized; kUnsupported past the ranks the workspace holds.
+Status GetCollectiveLayout(CollectiveLayout* out);
+
+// Enters the next collective call: *epoch = its number, announced to every rank (this one too).
+Status CollectiveBegin(int64_t* epoch);
+// Blocks until rank `peer` has entered call `epoch` (its buffers may be written).
+Status CollectiveWaitReady(int peer, int64_t epoch);
+// Blocks until `n` more put-with-signal ADDs have reached this rank's arrival counter.
+Status CollectiveWaitArrivals(int64_t n);
+// Blocks until peers have finished every read of this rank's buffers announced so far,
+// plus `extra` more (which then count as announced).
+Status CollectiveWaitConsumed(int64_t extra);
+// Tells rank `peer` that this rank has finished reading its buffers.
+Status CollectiveConsumed(int peer);
+
+// Collective. out (symmetric, W * bytes) on every rank = each rank's `in`
+// (`bytes` bytes) in rank order; `in` may be this rank's own slot of `out`.
+// pull: each rank reads the pieces itself, in rank order.
+Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim = 0);
+
+// Collective. sends[p] (send_elems[p] elements of `itemsize` bytes) goes to
+// rank p; `recv` (symmetric) receives the pieces packed in source-rank order,
+// recv_elems[q] elements from rank q. pull: every sends[p] must be symmetric.
+// A size that disagrees with its sender fails with kCollectiveMismatch on both
+// sides, after the call has completed everywhere (nobody hangs).
+Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
+                size_t itemsize, bool pull, int block_dim = 0);
+
 }  // namespace hpshmem::ops

@@ -104,6 +104,17 @@ void* Ptr(const void* local, int pe);
 constexpr size_t kWorkspaceBytes = 64 * 1024;
 Status CollectiveWorkspace(void** base);
 
+// This rank's bookkeeping of the library's collectives (see
+// symmetric_memory/ops/collective_copy): zero at Init, owned by the runtime
+// so that every job starts from zero. Null when not initialized.
+struct CollectiveCounters {
+  int64_t epoch = 0;              // collective calls entered so far (counted alike on every rank)
+  int64_t expected_arrivals = 0;  // put-with-signal ADDs this rank has waited for, in total
+  int64_t expected_consumed = 0;  // completed reads of this rank's buffers it has waited for
+  int64_t mismatch_seen = 0;      // size-mismatch reports already raised
+};
+CollectiveCounters* GetCollectiveCounters();
+
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
 

@@ -1,26 +1,10 @@
-"""Shared machinery of the collectives: the per-call epoch, the clear-to-send
-handshake and the workspace words, over the runtime's symmetric workspace.
+"""The epoch protocol the fused ops share with the collectives, over the runtime.
 
-Why epochs: signals are never reset. Call number ``e`` (counted the same way on every
-rank, since collectives are called in the same order everywhere) sets or adds signals
-so that "call e is done" is a ``>=`` comparison against a value that only grows. A
-caller never re-zeroes anything between calls (the RFC's EQ-on-a-counter design
-deadlocks there).
-
-Why clear-to-send: as with MPI collectives, a rank's outputs from call ``e`` must stay
-as they are until that rank itself enters call ``e+1``. A rank entering a call first
-announces it to every peer (``ready[me] = e`` on each of them); a peer writes into
-this rank's buffers only after it has seen that announcement.
-
-Workspace layout (int64 words, symmetric, zero at init), for W ranks:
-
-    ready[W]        ready[p] = last call rank p has entered
-    arrivals        total put-with-signal ADDs received (push collectives)
-    consumed        total reads of this rank's buffers completed by peers (pull mode)
-    mismatch        count of peers that found this rank's sizes inconsistent
-    counts[W]       alltoall push: elements this rank expects from each peer, this call
-    send_off[W]     alltoall pull: symmetric offset of this rank's piece for each peer
-    send_n[W]       alltoall pull: elements of that piece
+The protocol (per-call epochs compared with ``>=``, clear-to-send announcements, the
+workspace words) is the C++ collective layer's, described in
+``ccsrc/symmetric_memory/ops/ops.h``; its counters live in the runtime, so a new job starts
+from zero. This module only names those calls for the Python algorithms and owns the
+background pusher thread of the fused ops.
 """
 from __future__ import annotations
 
@@ -35,62 +19,33 @@ _GE = 4  # compare_op codes as in the runtime; collectives only ever wait with >
 
 
 class Comm:
-    """Epoch, workspace addresses and a background pusher for one initialized job."""
+    """Workspace addresses of one initialized job, the epoch calls, and a background pusher."""
 
     def __init__(self):
         self.rank = _C.my_pe()
         self.world = _C.n_pes()
-        base, nbytes = _C.workspace()
-        needed = (4 * self.world + 3) * WORD
-        if needed > nbytes:
-            raise _C.ShmemUnsupportedError(
-                f"collectives support up to {(nbytes // WORD - 3) // 4} ranks (workspace of {nbytes} bytes)")
-        self.base = base
-        self.ready = base
-        self.arrivals = base + self.world * WORD
-        self.consumed = self.arrivals + WORD
-        self.mismatch = self.consumed + WORD
-        self.counts = self.mismatch + WORD
-        self.send_off = self.counts + self.world * WORD
-        self.send_n = self.send_off + self.world * WORD
-        self.epoch = 0
-        self.expected_arrivals = 0
-        self.expected_consumed = 0
-        self.mismatch_seen = 0
+        layout = _C.coll_layout()  # raises ShmemUnsupportedError past the ranks the workspace holds
+        self.consumed = layout["consumed"]
         self._pool = None
         self._lock = threading.Lock()
 
-    # ------------------------------------------------------------------ epochs
+    @property
+    def epoch(self) -> int:
+        """Collective calls this rank has entered (the same count on every rank)."""
+        return _C.coll_epoch()
+
     def begin(self) -> int:
         """Enter the next collective call: returns its epoch and announces it to every peer."""
-        self.epoch += 1
-        e = self.epoch
-        for j in range(self.world):  # ourselves included: code may wait on any rank uniformly
-            p = (self.rank + j) % self.world
-            _C.signal(self.ready + self.rank * WORD, WORD, e, _SET, p)
-        return e
+        return _C.coll_begin()
 
     def wait_ready(self, peer: int, e: int):
         """Block until `peer` has entered call `e` (so its buffers may be written)."""
-        _C.wait_until(self.ready + peer * WORD, WORD, _GE, e, f"collective ready[{peer}]")
-
-    def wait_arrivals(self, n: int):
-        """Block until `n` more put-with-signal ADDs have reached this rank's arrival counter."""
-        self.expected_arrivals += n
-        _C.wait_until(self.arrivals, WORD, _GE, self.expected_arrivals, "collective arrivals")
+        _C.coll_wait_ready(peer, e)
 
     def wait_consumed(self, extra: int = 0):
         """Block until peers have finished every read of this rank's buffers announced so far
         (plus `extra` more, which are then counted as announced)."""
-        self.expected_consumed += extra
-        _C.wait_until(self.consumed, WORD, _GE, self.expected_consumed, "collective consumed")
-
-    def check_mismatch(self, what: str):
-        seen = _C.signal_fetch(self.mismatch, WORD)
-        if seen != self.mismatch_seen:
-            self.mismatch_seen = seen
-            raise _C.CollectiveMismatchError(
-                f"{what}: rank {self.rank}'s receive sizes disagree with what its peers send")
+        _C.coll_wait_consumed(extra)
 
     # ------------------------------------------------------------------ background pushes
     def pusher(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -119,7 +74,7 @@ def comm() -> Comm:
 
 
 def reset():
-    """Forget the job (finalize): the next job starts at epoch 0 with a zeroed workspace."""
+    """Forget the job (finalize); the runtime's counters start again from zero at the next init."""
     global _comm
     if _comm is not None:
         _comm.close()

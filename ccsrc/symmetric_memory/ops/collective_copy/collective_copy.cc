@@ -1,0 +1,193 @@
+// Allgather and alltoall over one-sided puts and gets; the protocol is
+// described in ops.h. Push: the owner of the data writes it into every peer
+// and bumps the peer's arrival counter. Pull: the owner announces the call
+// (its data is in place) and each consumer reads the pieces itself, in rank
+// order, then tells the owner it is done reading.
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace hpshmem::ops {
+namespace {
+
+constexpr SignalType kWord = SignalType::kInt64;
+
+Status Wait(int64_t* word, int64_t at_least, const std::string& label) {
+  return hpshmem::SignalWaitUntil(word, kWord, Cmp::kGe, at_least, nullptr, label.c_str());
+}
+
+Status Ready(CollectiveLayout* L, CollectiveCounters** c) {
+  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(L));
+  *c = GetCollectiveCounters();
+  return Status::OK();
+}
+
+Status Mismatch(int sender, int receiver, int64_t n, int64_t want) {
+  return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " +
+                                    std::to_string(n) + " elements to rank " + std::to_string(receiver) +
+                                    ", whose receive_list expects " + std::to_string(want));
+}
+
+}  // namespace
+
+Status GetCollectiveLayout(CollectiveLayout* out) {
+  void* base = nullptr;
+  HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
+  int64_t w = NPes();
+  size_t words = kWorkspaceBytes / sizeof(int64_t);
+  if (static_cast<size_t>(4 * w + 3) > words) {
+    return Status::Unsupported("collectives support up to " + std::to_string((words - 3) / 4) +
+                               " ranks (workspace of " + std::to_string(kWorkspaceBytes) + " bytes)");
+  }
+  auto* p = static_cast<int64_t*>(base);
+  *out = {p, p + w, p + w + 1, p + w + 2, p + w + 3, p + 2 * w + 3, p + 3 * w + 3};
+  return Status::OK();
+}
+
+Status CollectiveBegin(int64_t* epoch) {
+  CollectiveLayout L;
+  CollectiveCounters* c;
+  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
+  int me = MyPe(), w = NPes();
+  int64_t e = ++c->epoch;
+  for (int j = 0; j < w; ++j) {  // ourselves included: code may wait on any rank uniformly
+    HPSHMEM_RETURN_IF_ERROR(Signal(L.ready + me, kWord, e, SignalOp::kSet, (me + j) % w));
+  }
+  *epoch = e;
+  return Status::OK();
+}
+
+Status CollectiveWaitReady(int peer, int64_t epoch) {
+  CollectiveLayout L;
+  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&L));
+  if (peer < 0 || peer >= NPes()) return Status::InvalidArgument("CollectiveWaitReady: peer out of range");
+  return Wait(L.ready + peer, epoch, "collective ready[" + std::to_string(peer) + "]");
+}
+
+Status CollectiveWaitArrivals(int64_t n) {
+  CollectiveLayout L;
+  CollectiveCounters* c;
+  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
+  c->expected_arrivals += n;
+  return Wait(L.arrivals, c->expected_arrivals, "collective arrivals");
+}
+
+Status CollectiveWaitConsumed(int64_t extra) {
+  CollectiveLayout L;
+  CollectiveCounters* c;
+  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
+  c->expected_consumed += extra;
+  return Wait(L.consumed, c->expected_consumed, "collective consumed");
+}
+
+Status CollectiveConsumed(int peer) {
+  CollectiveLayout L;
+  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&L));
+  return Signal(L.consumed, kWord, 1, SignalOp::kAdd, peer);
+}
+
+Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim) {
+  CollectiveLayout L;
+  CollectiveCounters* c;
+  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
+  int me = MyPe(), w = NPes();
+  auto* o = static_cast<char*>(out);
+  HPSHMEM_RETURN_IF_ERROR(CollectiveWaitConsumed(0));  // peers may still read our slot from a pull call
+  if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, me, block_dim));
+  int64_t e;
+  HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+  if (!pull) {
+    for (int j = 1; j < w; ++j) {  // rotated start spreads the traffic over the peers
+      int p = (me + j) % w;
+      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, L.arrivals, kWord, 1, SignalOp::kAdd, p,
+                                           block_dim));
+    }
+    return CollectiveWaitArrivals(w - 1);
+  }
+  for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
+    if (p == me) continue;
+    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+    HPSHMEM_RETURN_IF_ERROR(ops::GetMem(o + p * bytes, o + p * bytes, bytes, p, block_dim));
+    HPSHMEM_RETURN_IF_ERROR(CollectiveConsumed(p));
+  }
+  return CollectiveWaitConsumed(w - 1);  // our buffers are the caller's again once every reader is done
+}
+
+Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
+                size_t itemsize, bool pull, int block_dim) {
+  CollectiveLayout L;
+  CollectiveCounters* c;
+  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
+  int me = MyPe(), w = NPes();
+  auto* r = static_cast<char*>(recv);
+  Status bad;
+  if (!pull) {
+    // Publish what we expect before announcing the call: a peer reads it right after.
+    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.counts, recv_elems, w * sizeof(int64_t), me));
+    int64_t e;
+    HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+    std::vector<int64_t> theirs(w);
+    for (int j = 0; j < w; ++j) {
+      int p = (me + j) % w;
+      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(theirs.data(), L.counts, w * sizeof(int64_t), p));
+      int64_t n = send_elems[p];
+      if (n != theirs[me]) {
+        if (bad.ok()) bad = Mismatch(me, p, n, theirs[me]);
+        HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
+        HPSHMEM_RETURN_IF_ERROR(Signal(L.arrivals, kWord, 1, SignalOp::kAdd, p));  // still arrive: nobody hangs
+        continue;
+      }
+      int64_t before = 0;
+      for (int q = 0; q < me; ++q) before += theirs[q];
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + before * itemsize, sends[p], n * itemsize, L.arrivals, kWord, 1,
+                                           SignalOp::kAdd, p, block_dim));
+    }
+    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitArrivals(w));
+  } else {
+    void* base = nullptr;
+    HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
+    auto* b = static_cast<char*>(base);
+    std::vector<int64_t> table(2 * w);
+    for (int p = 0; p < w; ++p) {
+      table[p] = static_cast<const char*>(sends[p]) - b;
+      table[w + p] = send_elems[p];
+    }
+    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.send_off, table.data(), table.size() * sizeof(int64_t), me));
+    int64_t e;
+    HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+    size_t offset = 0;
+    for (int p = 0; p < w; ++p) {
+      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+      int64_t src_off = 0, n = 0;
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&src_off, L.send_off + me, sizeof src_off, p));
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&n, L.send_n + me, sizeof n, p));
+      if (n != recv_elems[p]) {
+        if (bad.ok()) bad = Mismatch(p, me, n, recv_elems[p]);
+        HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
+      } else {
+        HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, p, block_dim));
+      }
+      offset += recv_elems[p] * itemsize;
+      HPSHMEM_RETURN_IF_ERROR(CollectiveConsumed(p));
+    }
+    // The caller may reuse its send tensors once we return: wait for every reader.
+    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitConsumed(w));
+  }
+  // Reports about this rank's sizes from its peers; taken in full either way, so none
+  // is raised twice.
+  int64_t seen = 0;
+  HPSHMEM_RETURN_IF_ERROR(SignalFetch(L.mismatch, kWord, &seen));
+  bool reported = seen != c->mismatch_seen;
+  c->mismatch_seen = seen;
+  if (!bad.ok()) return bad;
+  if (reported) {
+    return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(me) +
+                                      "'s receive sizes disagree with what its peers send");
+  }
+  return Status::OK();
+}
+
+}  // namespace hpshmem::ops
