@@ -13,15 +13,50 @@ namespace {
 
 constexpr SignalType kWord = SignalType::kInt64;
 
-Status Wait(int64_t* word, int64_t at_least, const std::string& label) {
-  return hpshmem::SignalWaitUntil(word, kWord, Cmp::kGe, at_least, nullptr, label.c_str());
-}
+// What one collective call needs, looked up once per call rather than per step.
+struct Job {
+  CollectiveLayout L;
+  CollectiveCounters* c = nullptr;
+  int me = 0, w = 0;
+};
 
-Status Ready(CollectiveLayout* L, CollectiveCounters** c) {
-  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(L));
-  *c = GetCollectiveCounters();
+Status Open(Job* j) {
+  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&j->L));
+  j->c = GetCollectiveCounters();
+  j->me = MyPe();
+  j->w = NPes();
   return Status::OK();
 }
+
+Status Begin(const Job& j, int64_t* epoch) {
+  int64_t e = ++j.c->epoch;
+  for (int k = 0; k < j.w; ++k) {  // ourselves included: code may wait on any rank uniformly
+    HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + j.me, kWord, e, SignalOp::kSet, (j.me + k) % j.w));
+  }
+  *epoch = e;
+  return Status::OK();
+}
+
+Status WaitReady(const Job& j, int peer, int64_t epoch) {
+  std::string label = "collective ready[" + std::to_string(peer) + "]";
+  return hpshmem::SignalWaitUntil(j.L.ready + peer, kWord, Cmp::kGe, epoch, nullptr, label.c_str());
+}
+
+// Counters only grow: `expected` is the total this rank has waited for so far; wait for `n` more.
+Status WaitCounter(int64_t* word, int64_t* expected, int64_t n, const char* label) {
+  *expected += n;
+  return hpshmem::SignalWaitUntil(word, kWord, Cmp::kGe, *expected, nullptr, label);
+}
+
+Status WaitArrivals(const Job& j, int64_t n) {
+  return WaitCounter(j.L.arrivals, &j.c->expected_arrivals, n, "collective arrivals");
+}
+
+Status WaitConsumed(const Job& j, int64_t extra) {
+  return WaitCounter(j.L.consumed, &j.c->expected_consumed, extra, "collective consumed");
+}
+
+Status Consumed(const Job& j, int peer) { return Signal(j.L.consumed, kWord, 1, SignalOp::kAdd, peer); }
 
 Status Mismatch(int sender, int receiver, int64_t n, int64_t want) {
   return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " +
@@ -46,92 +81,80 @@ Status GetCollectiveLayout(CollectiveLayout* out) {
 }
 
 Status CollectiveBegin(int64_t* epoch) {
-  CollectiveLayout L;
-  CollectiveCounters* c;
-  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
-  int me = MyPe(), w = NPes();
-  int64_t e = ++c->epoch;
-  for (int j = 0; j < w; ++j) {  // ourselves included: code may wait on any rank uniformly
-    HPSHMEM_RETURN_IF_ERROR(Signal(L.ready + me, kWord, e, SignalOp::kSet, (me + j) % w));
-  }
-  *epoch = e;
-  return Status::OK();
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  return Begin(j, epoch);
 }
 
 Status CollectiveWaitReady(int peer, int64_t epoch) {
-  CollectiveLayout L;
-  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&L));
-  if (peer < 0 || peer >= NPes()) return Status::InvalidArgument("CollectiveWaitReady: peer out of range");
-  return Wait(L.ready + peer, epoch, "collective ready[" + std::to_string(peer) + "]");
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  if (peer < 0 || peer >= j.w) return Status::InvalidArgument("CollectiveWaitReady: peer out of range");
+  return WaitReady(j, peer, epoch);
 }
 
 Status CollectiveWaitArrivals(int64_t n) {
-  CollectiveLayout L;
-  CollectiveCounters* c;
-  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
-  c->expected_arrivals += n;
-  return Wait(L.arrivals, c->expected_arrivals, "collective arrivals");
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  return WaitArrivals(j, n);
 }
 
 Status CollectiveWaitConsumed(int64_t extra) {
-  CollectiveLayout L;
-  CollectiveCounters* c;
-  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
-  c->expected_consumed += extra;
-  return Wait(L.consumed, c->expected_consumed, "collective consumed");
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  return WaitConsumed(j, extra);
 }
 
 Status CollectiveConsumed(int peer) {
-  CollectiveLayout L;
-  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&L));
-  return Signal(L.consumed, kWord, 1, SignalOp::kAdd, peer);
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  return Consumed(j, peer);
 }
 
 Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim) {
-  CollectiveLayout L;
-  CollectiveCounters* c;
-  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
-  int me = MyPe(), w = NPes();
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  int me = j.me, w = j.w;
   auto* o = static_cast<char*>(out);
-  HPSHMEM_RETURN_IF_ERROR(CollectiveWaitConsumed(0));  // peers may still read our slot from a pull call
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read our slot from a pull call
   if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, me, block_dim));
   int64_t e;
-  HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
   if (!pull) {
-    for (int j = 1; j < w; ++j) {  // rotated start spreads the traffic over the peers
-      int p = (me + j) % w;
-      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, L.arrivals, kWord, 1, SignalOp::kAdd, p,
-                                           block_dim));
+    for (int k = 1; k < w; ++k) {  // rotated start spreads the traffic over the peers
+      int p = (me + k) % w;
+      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd,
+                                                p, block_dim));
     }
-    return CollectiveWaitArrivals(w - 1);
+    return WaitArrivals(j, w - 1);
   }
   for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
     if (p == me) continue;
-    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
     HPSHMEM_RETURN_IF_ERROR(ops::GetMem(o + p * bytes, o + p * bytes, bytes, p, block_dim));
-    HPSHMEM_RETURN_IF_ERROR(CollectiveConsumed(p));
+    HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
   }
-  return CollectiveWaitConsumed(w - 1);  // our buffers are the caller's again once every reader is done
+  return WaitConsumed(j, w - 1);  // our buffers are the caller's again once every reader is done
 }
 
 Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
                 size_t itemsize, bool pull, int block_dim) {
-  CollectiveLayout L;
-  CollectiveCounters* c;
-  HPSHMEM_RETURN_IF_ERROR(Ready(&L, &c));
-  int me = MyPe(), w = NPes();
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  const CollectiveLayout& L = j.L;
+  int me = j.me, w = j.w;
   auto* r = static_cast<char*>(recv);
   Status bad;
   if (!pull) {
     // Publish what we expect before announcing the call: a peer reads it right after.
     HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.counts, recv_elems, w * sizeof(int64_t), me));
     int64_t e;
-    HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+    HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
     std::vector<int64_t> theirs(w);
-    for (int j = 0; j < w; ++j) {
-      int p = (me + j) % w;
-      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+    for (int k = 0; k < w; ++k) {
+      int p = (me + k) % w;
+      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
       HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(theirs.data(), L.counts, w * sizeof(int64_t), p));
       int64_t n = send_elems[p];
       if (n != theirs[me]) {
@@ -145,11 +168,9 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
       HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + before * itemsize, sends[p], n * itemsize, L.arrivals, kWord, 1,
                                            SignalOp::kAdd, p, block_dim));
     }
-    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitArrivals(w));
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w));
   } else {
-    void* base = nullptr;
-    HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
-    auto* b = static_cast<char*>(base);
+    auto* b = reinterpret_cast<char*>(L.ready);  // the workspace starts with ready[]
     std::vector<int64_t> table(2 * w);
     for (int p = 0; p < w; ++p) {
       table[p] = static_cast<const char*>(sends[p]) - b;
@@ -157,10 +178,10 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
     }
     HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.send_off, table.data(), table.size() * sizeof(int64_t), me));
     int64_t e;
-    HPSHMEM_RETURN_IF_ERROR(CollectiveBegin(&e));
+    HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
     size_t offset = 0;
     for (int p = 0; p < w; ++p) {
-      HPSHMEM_RETURN_IF_ERROR(CollectiveWaitReady(p, e));
+      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
       int64_t src_off = 0, n = 0;
       HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&src_off, L.send_off + me, sizeof src_off, p));
       HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&n, L.send_n + me, sizeof n, p));
@@ -171,17 +192,17 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
         HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, p, block_dim));
       }
       offset += recv_elems[p] * itemsize;
-      HPSHMEM_RETURN_IF_ERROR(CollectiveConsumed(p));
+      HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
     }
     // The caller may reuse its send tensors once we return: wait for every reader.
-    HPSHMEM_RETURN_IF_ERROR(CollectiveWaitConsumed(w));
+    HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, w));
   }
   // Reports about this rank's sizes from its peers; taken in full either way, so none
   // is raised twice.
   int64_t seen = 0;
   HPSHMEM_RETURN_IF_ERROR(SignalFetch(L.mismatch, kWord, &seen));
-  bool reported = seen != c->mismatch_seen;
-  c->mismatch_seen = seen;
+  bool reported = seen != j.c->mismatch_seen;
+  j.c->mismatch_seen = seen;
   if (!bad.ok()) return bad;
   if (reported) {
     return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(me) +
