@@ -22,7 +22,7 @@
 #include <string>
 
 #include "hpshmem/hpshmem.h"
-#include "../../ops/ops.h"
+#include "ops/ops.h"
 
 namespace {
 
@@ -123,29 +123,64 @@ bool Rank(int64_t r, std::string* why) {
   return true;
 }
 
-void Token(const Args& a, int64_t v) { *static_cast<int64_t*>(a.params[a.n - 1]) = v; }
+// The op takes `inputs` tensors (plus its one output) and the runtime is up.
+bool Ready(const Args& a, int inputs, std::string* why) {
+  if (a.n != inputs + 1) {
+    *why = "expects " + std::to_string(inputs) + " inputs and 1 output";
+    return false;
+  }
+  if (!hpshmem::IsInitialized()) {
+    *why = "call symm.empty() before running a graph that communicates";
+    return false;
+  }
+  return true;
+}
+
+// The copy arguments every data op starts with: target, target_offset, src, src_offset, size.
+bool CopyArgs(const Args& a, char** t, const char** s, size_t* bytes, std::string* why) {
+  int64_t toff, soff, size;
+  if (!Scalar(a, 1, "target_offset", &toff, why) || !Scalar(a, 3, "src_offset", &soff, why) ||
+      !Scalar(a, 4, "size", &size, why))
+    return false;
+  size_t item = ItemSize(a.dtypes[0]);
+  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0) {
+    *why = std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] + ") must share a dtype";
+    return false;
+  }
+  char* src = nullptr;
+  if (!Span(a, 0, "target", toff, size, item, t, why) || !Span(a, 2, "src", soff, size, item, &src, why))
+    return false;
+  *s = src;
+  *bytes = static_cast<size_t>(size) * item;
+  return true;
+}
+
+bool SignalOpCode(int64_t op, std::string* why) {
+  if (op == 0 || op == 1) return true;
+  *why = "signal_op " + std::to_string(op) + " is not SET (0) or ADD (1)";
+  return false;
+}
+
+// The kernel's result: the token (or observed value) on success, the reason on failure.
+int Finish(const Args& a, const char* op, const Status& st, int64_t token) {
+  if (!st.ok()) return Fail(op, st);
+  *static_cast<int64_t*>(a.params[a.n - 1]) = token;
+  return 0;
+}
 
 // put/get: (local or symmetric) target, target_offset, src, src_offset, size, rank.
 int Copy(const Args& a, const char* op, bool put) {
-  if (a.n != 7) return Fail(op, "expects 6 inputs and 1 output");
-  if (!hpshmem::IsInitialized()) return Fail(op, "call symm.empty() before running a graph that communicates");
   std::string why;
-  int64_t toff, soff, size, rank;
-  if (!Scalar(a, 1, "target_offset", &toff, &why) || !Scalar(a, 3, "src_offset", &soff, &why) ||
-      !Scalar(a, 4, "size", &size, &why) || !Scalar(a, 5, "target_rank", &rank, &why) || !Rank(rank, &why))
+  char* t = nullptr;
+  const char* s = nullptr;
+  size_t bytes = 0;
+  int64_t rank;
+  if (!Ready(a, 6, &why) || !CopyArgs(a, &t, &s, &bytes, &why) || !Scalar(a, 5, "target_rank", &rank, &why) ||
+      !Rank(rank, &why))
     return Fail(op, why);
-  size_t item = ItemSize(a.dtypes[0]);
-  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0)
-    return Fail(op, std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] + ") must share a dtype");
-  char *t = nullptr, *s = nullptr;
-  if (!Span(a, 0, "target", toff, size, item, &t, &why) || !Span(a, 2, "src", soff, size, item, &s, &why))
-    return Fail(op, why);
-  size_t bytes = static_cast<size_t>(size) * item;
   Status st = put ? hpshmem::ops::PutMem(t, s, bytes, static_cast<int>(rank))
                   : hpshmem::ops::GetMem(t, s, bytes, static_cast<int>(rank));
-  if (!st.ok()) return Fail(op, st);
-  Token(a, 1);
-  return 0;
+  return Finish(a, op, st, 1);
 }
 
 }  // namespace
@@ -171,85 +206,68 @@ HP_MS_KERNEL(HpMsGetMem) { return Copy({nparam, params, ndims, shapes, dtypes}, 
 HP_MS_KERNEL(HpMsPutMemSignal) {
   const char* op = "shmem_put_with_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
-  if (a.n != 11) return Fail(op, "expects 10 inputs and 1 output");
-  if (!hpshmem::IsInitialized()) return Fail(op, "call symm.empty() before running a graph that communicates");
   std::string why;
-  int64_t toff, soff, size, soff_sig, value, sop, rank;
-  if (!Scalar(a, 1, "target_offset", &toff, &why) || !Scalar(a, 3, "src_offset", &soff, &why) ||
-      !Scalar(a, 4, "size", &size, &why) || !Scalar(a, 6, "signal_offset", &soff_sig, &why) ||
-      !Scalar(a, 7, "signal_value", &value, &why) || !Scalar(a, 8, "signal_op", &sop, &why) ||
-      !Scalar(a, 9, "target_rank", &rank, &why) || !Rank(rank, &why))
-    return Fail(op, why);
-  if (sop != 0 && sop != 1) return Fail(op, "signal_op " + std::to_string(sop) + " is not SET (0) or ADD (1)");
-  size_t item = ItemSize(a.dtypes[0]);
-  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0)
-    return Fail(op, std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] + ") must share a dtype");
-  char *t = nullptr, *s = nullptr;
+  char* t = nullptr;
+  const char* s = nullptr;
+  size_t bytes = 0;
+  int64_t off, value, sop, rank;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Span(a, 0, "target", toff, size, item, &t, &why) || !Span(a, 2, "src", soff, size, item, &s, &why) ||
-      !SignalWord(a, 5, soff_sig, &sig, &type, &why))
+  if (!Ready(a, 10, &why) || !Scalar(a, 6, "signal_offset", &off, &why) ||
+      !Scalar(a, 7, "signal_value", &value, &why) || !Scalar(a, 8, "signal_op", &sop, &why) ||
+      !Scalar(a, 9, "target_rank", &rank, &why) || !Rank(rank, &why) || !SignalOpCode(sop, &why) ||
+      !CopyArgs(a, &t, &s, &bytes, &why) || !SignalWord(a, 5, off, &sig, &type, &why))
     return Fail(op, why);
-  Status st = hpshmem::ops::PutMemSignal(t, s, static_cast<size_t>(size) * item, sig, type, value,
-                                         static_cast<hpshmem::SignalOp>(sop), static_cast<int>(rank));
-  if (!st.ok()) return Fail(op, st);
-  Token(a, 1);
-  return 0;
+  return Finish(a, op,
+                hpshmem::ops::PutMemSignal(t, s, bytes, sig, type, value, static_cast<hpshmem::SignalOp>(sop),
+                                           static_cast<int>(rank)),
+                1);
 }
 
 // signal, signal_offset, signal_value, signal_op, rank.
 HP_MS_KERNEL(HpMsSignalOp) {
   const char* op = "shmem_signal_op";
   Args a{nparam, params, ndims, shapes, dtypes};
-  if (a.n != 6) return Fail(op, "expects 5 inputs and 1 output");
-  if (!hpshmem::IsInitialized()) return Fail(op, "call symm.empty() before running a graph that communicates");
   std::string why;
   int64_t off, value, sop, rank;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Scalar(a, 1, "signal_offset", &off, &why) || !Scalar(a, 2, "signal_value", &value, &why) ||
-      !Scalar(a, 3, "signal_op", &sop, &why) || !Scalar(a, 4, "target_rank", &rank, &why) || !Rank(rank, &why) ||
-      !SignalWord(a, 0, off, &sig, &type, &why))
+  if (!Ready(a, 5, &why) || !Scalar(a, 1, "signal_offset", &off, &why) ||
+      !Scalar(a, 2, "signal_value", &value, &why) || !Scalar(a, 3, "signal_op", &sop, &why) ||
+      !Scalar(a, 4, "target_rank", &rank, &why) || !Rank(rank, &why) || !SignalWord(a, 0, off, &sig, &type, &why) ||
+      !SignalOpCode(sop, &why))
     return Fail(op, why);
-  if (sop != 0 && sop != 1) return Fail(op, "signal_op " + std::to_string(sop) + " is not SET (0) or ADD (1)");
-  Status st = hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop),
-                                           static_cast<int>(rank));
-  if (!st.ok()) return Fail(op, st);
-  Token(a, 1);
-  return 0;
+  return Finish(a, op,
+                hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop),
+                                             static_cast<int>(rank)),
+                1);
 }
 
 // depend_tensor (ordering only), signal, signal_offset, compare_value, compare_op -> observed value.
 HP_MS_KERNEL(HpMsSignalWaitUntil) {
   const char* op = "shmem_wait_for_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
-  if (a.n != 6) return Fail(op, "expects 5 inputs and 1 output");
-  if (!hpshmem::IsInitialized()) return Fail(op, "call symm.empty() before running a graph that communicates");
   std::string why;
   int64_t off, value, cmp;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Scalar(a, 2, "signal_offset", &off, &why) || !Scalar(a, 3, "compare_value", &value, &why) ||
-      !Scalar(a, 4, "compare_op", &cmp, &why) || !SignalWord(a, 1, off, &sig, &type, &why))
+  if (!Ready(a, 5, &why) || !Scalar(a, 2, "signal_offset", &off, &why) ||
+      !Scalar(a, 3, "compare_value", &value, &why) || !Scalar(a, 4, "compare_op", &cmp, &why) ||
+      !SignalWord(a, 1, off, &sig, &type, &why))
     return Fail(op, why);
   if (cmp < 0 || cmp > 5) return Fail(op, "compare_op " + std::to_string(cmp) + " is not one of 0=eq .. 5=le");
   std::string label = "signal[" + std::to_string(off) + "]";
   int64_t observed = 0;
   Status st = hpshmem::ops::SignalWaitUntil(sig, type, static_cast<hpshmem::Cmp>(cmp), value, &observed,
                                             label.c_str());
-  if (!st.ok()) return Fail(op, st);
-  Token(a, observed);
-  return 0;
+  return Finish(a, op, st, observed);
 }
 
 // depend_tensor (ordering only) -> token.
 HP_MS_KERNEL(HpMsBarrier) {
   const char* op = "barrier";
   Args a{nparam, params, ndims, shapes, dtypes};
-  if (a.n != 2) return Fail(op, "expects 1 input and 1 output");
-  if (!hpshmem::IsInitialized()) return Fail(op, "call symm.empty() before running a graph that communicates");
-  Status st = hpshmem::Barrier();
-  if (!st.ok()) return Fail(op, st);
-  Token(a, 1);
-  return 0;
+  std::string why;
+  if (!Ready(a, 1, &why)) return Fail(op, why);
+  return Finish(a, op, hpshmem::Barrier(), 1);
 }
