@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -21,10 +22,10 @@ size_t L3Bytes() {
     std::ifstream level(dir + "level"), size(dir + "size");
     int lv = 0;
     std::string text;
-    if (!(level >> lv) || lv != 3 || !(size >> text) || text.empty()) continue;
-    size_t v = std::stoull(text);
-    char unit = text.back();
-    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
+    if (!(level >> lv) || lv != 3 || !(size >> text)) continue;
+    char* unit = nullptr;
+    size_t v = std::strtoull(text.c_str(), &unit, 10);  // "32768K"; no exceptions on odd text
+    return *unit == 'K' ? v << 10 : *unit == 'M' ? v << 20 : v;
   }
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   return l3 > 0 ? static_cast<size_t>(l3) : 0;
