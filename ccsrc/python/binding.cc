@@ -188,16 +188,6 @@ NB_MODULE(_hpshmem, m) {
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
 
   // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
-  m.def("coll_layout", [] {
-    hpshmem::ops::CollectiveLayout L;
-    Check(hpshmem::ops::GetCollectiveLayout(&L));
-    nb::dict d;
-    d["ready"] = reinterpret_cast<uintptr_t>(L.ready);
-    d["arrivals"] = reinterpret_cast<uintptr_t>(L.arrivals);
-    d["consumed"] = reinterpret_cast<uintptr_t>(L.consumed);
-    d["mismatch"] = reinterpret_cast<uintptr_t>(L.mismatch);
-    return d;
-  }, "Addresses of the collective workspace's words (ready = ready[0]).");
   m.def("coll_epoch", [] {
     auto* c = hpshmem::GetCollectiveCounters();
     if (!c) Check(hpshmem::Status::NotInitialized("coll_epoch before init"));

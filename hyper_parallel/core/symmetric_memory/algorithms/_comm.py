@@ -13,19 +13,17 @@ import threading
 
 from hyper_parallel import _hpshmem as _C
 
-WORD = 8
-_SET, _ADD = 0, 1
+_SET = 0
 _GE = 4  # compare_op codes as in the runtime; collectives only ever wait with >=
 
 
 class Comm:
-    """Workspace addresses of one initialized job, the epoch calls, and a background pusher."""
+    """Rank and world of one initialized job, the epoch calls, and a background pusher.
+    (The C++ calls raise ShmemUnsupportedError past the ranks the workspace holds.)"""
 
     def __init__(self):
         self.rank = _C.my_pe()
         self.world = _C.n_pes()
-        layout = _C.coll_layout()  # raises ShmemUnsupportedError past the ranks the workspace holds
-        self.consumed = layout["consumed"]
         self._pool = None
         self._lock = threading.Lock()
 
@@ -46,6 +44,10 @@ class Comm:
         """Block until peers have finished every read of this rank's buffers announced so far
         (plus `extra` more, which are then counted as announced)."""
         _C.coll_wait_consumed(extra)
+
+    def done_reading(self, peer: int):
+        """Tell `peer` this rank has finished reading its buffers (pull mode)."""
+        _C.coll_consumed(peer)
 
     # ------------------------------------------------------------------ background pushes
     def pusher(self) -> concurrent.futures.ThreadPoolExecutor:

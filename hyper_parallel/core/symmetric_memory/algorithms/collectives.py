@@ -8,12 +8,10 @@ Sizes here are BYTES unless named `*_elems`.
 from __future__ import annotations
 
 from hyper_parallel import _hpshmem as _C
-from hyper_parallel.core.symmetric_memory.algorithms._comm import comm
 
 
 def allgather(out_addr: int, in_addr: int, nbytes: int, mode: str, block_dim: int):
     """out[r * nbytes : (r+1) * nbytes] on every rank = rank r's input (nbytes each)."""
-    comm()  # checks the job fits the workspace, once
     _C.allgather(out_addr, in_addr, nbytes, mode == "pull", block_dim)
 
 
@@ -22,5 +20,4 @@ def alltoall(send_addrs: list[int], send_elems: list[int], recv_addr: int, recv_
     """send_elems[p] elements at send_addrs[p] go to rank p; this rank's receive buffer gets the
     pieces packed in source-rank order, recv_counts[q] elements from rank q. In pull mode every
     send address must be symmetric."""
-    comm()
     _C.alltoall(send_addrs, send_elems, recv_addr, recv_counts, itemsize, mode == "pull", block_dim)

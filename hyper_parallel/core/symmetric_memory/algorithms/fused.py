@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from hyper_parallel import _hpshmem as _C
-from hyper_parallel.core.symmetric_memory.algorithms._comm import WORD, _ADD, _GE, _SET, comm
+from hyper_parallel.core.symmetric_memory.algorithms._comm import _GE, _SET, comm
 
 
 def _check_signal_clear(c, sig_addr: int, width: int, count: int, e: int, what: str):
@@ -96,7 +96,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
         left = {src: nblocks for src in sources if src != me}
         if mode == "pull" and nblocks == 0:  # nothing to read, but readers must still say so
             for src in left:
-                _C.signal(c.consumed, WORD, 1, _ADD, src)
+                c.done_reading(src)
         while todo:
             pick = 0
             for i, (src, blk) in enumerate(todo):
@@ -112,7 +112,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
             h.matmul_into(h.rows(gather_out, g0, g1), b, c_out, g0, g1)
             left[src] -= 1
             if mode == "pull" and left[src] == 0:
-                _C.signal(c.consumed, WORD, 1, _ADD, src)  # done reading src's slot
+                c.done_reading(src)  # done reading src's slot
     finally:
         if pending is not None:
             pending.result()  # re-raises a failed push
@@ -181,7 +181,7 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
                 if mode == "pull":
                     part = h.new_empty((mr, n), h.describe(own)[3])
                     _C.get(h.describe(part)[0], s_addr + me * slot_bytes, slot_bytes, src, 0)
-                    _C.signal(c.consumed, WORD, 1, _ADD, src)
+                    c.done_reading(src)
                 else:
                     part = h.rows(h.flat_view(symm_out, mr * n * w, (w * mr, n)), src * mr, (src + 1) * mr)
             if src == 0:
