@@ -20,6 +20,22 @@ _PLATFORMS = {
 _platform = None
 
 
+class Platform:
+    """One framework: its name and its symmetric-memory handler, made on first use (the
+    handler module imports the framework, so nothing is imported before a call needs it)."""
+
+    def __init__(self, name: str, handler_module: str, handler_class: str):
+        self.name = name
+        self._where = (handler_module, handler_class)
+        self._handler = None
+
+    def get_symmetric_memory_handler(self):
+        if self._handler is None:
+            module, cls = self._where
+            self._handler = getattr(importlib.import_module(module), cls)()
+        return self._handler
+
+
 def _choose() -> str:
     forced = os.environ.get("HYPER_PARALLEL_PLATFORM", "").strip().lower()
     if forced:

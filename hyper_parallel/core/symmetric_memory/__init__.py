@@ -167,7 +167,8 @@ class _Indexed:
     def __str__(self):
         return f"{self.base}[{self.i}]"
 
-    __format__ = lambda self, spec: str(self)  # noqa: E731
+    def __format__(self, spec):
+        return str(self)
 
 
 def _tensor(x, name: str):
@@ -706,24 +707,24 @@ def rendezvous(tensor, group=None) -> SymmetricMemoryHandle:
 
 
 # --------------------------------------------------------------------------- lifecycle / info
-def get_rank() -> int:
-    """This process's rank in the symmetric-memory job (the framework's rank before init)."""
+def _rank_and_world(what: str):
+    """(rank, world size): the runtime's once initialized, the framework's before."""
     if _C.is_initialized():
-        return _C.my_pe()
+        return _C.my_pe(), _C.n_pes()
     r = _handler.framework_rank()
     if r is None:
-        raise NotInitializedError("no rank yet: initialize the framework's process group first")
-    return r[0]
+        raise NotInitializedError(f"no {what} yet: initialize the framework's process group first")
+    return r
+
+
+def get_rank() -> int:
+    """This process's rank in the symmetric-memory job (the framework's rank before init)."""
+    return _rank_and_world("rank")[0]
 
 
 def get_world_size() -> int:
     """Number of ranks in the job (the framework's world size before init)."""
-    if _C.is_initialized():
-        return _C.n_pes()
-    r = _handler.framework_rank()
-    if r is None:
-        raise NotInitializedError("no world size yet: initialize the framework's process group first")
-    return r[1]
+    return _rank_and_world("world size")[1]
 
 
 def finalize() -> None:

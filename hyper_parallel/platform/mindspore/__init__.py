@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
+from hyper_parallel.platform import Platform
 
-class MindSporePlatform:
-    name = "mindspore"
-
-    def __init__(self):
-        self._handler = None
-
-    def get_symmetric_memory_handler(self):
-        if self._handler is None:
-            from hyper_parallel.platform.mindspore.symmetric_memory import MindSporeSymmetricMemoryHandler
-
-            self._handler = MindSporeSymmetricMemoryHandler()
-        return self._handler
+_PLATFORM = Platform("mindspore", "hyper_parallel.platform.mindspore.symmetric_memory", "MindSporeSymmetricMemoryHandler")
 
 
-_PLATFORM = MindSporePlatform()
-
-
-def platform() -> MindSporePlatform:
+def platform() -> Platform:
     return _PLATFORM

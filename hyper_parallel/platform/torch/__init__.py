@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
+from hyper_parallel.platform import Platform
 
-class TorchPlatform:
-    name = "torch"
-
-    def __init__(self):
-        self._handler = None
-
-    def get_symmetric_memory_handler(self):
-        if self._handler is None:
-            from hyper_parallel.platform.torch.symmetric_memory import TorchSymmetricMemoryHandler
-
-            self._handler = TorchSymmetricMemoryHandler()
-        return self._handler
+_PLATFORM = Platform("torch", "hyper_parallel.platform.torch.symmetric_memory", "TorchSymmetricMemoryHandler")
 
 
-_PLATFORM = TorchPlatform()
-
-
-def platform() -> TorchPlatform:
+def platform() -> Platform:
     return _PLATFORM
