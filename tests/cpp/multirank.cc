@@ -36,6 +36,27 @@ void FailRank(const char* file, int line, const std::string& msg) {
   _exit(1);
 }
 
+std::string Layout() {
+  const char* l = std::getenv("HPSHMEM_TEST_LAYOUT");
+  return l && *l ? l : "shm";
+}
+
+std::vector<std::pair<std::string, std::string>> LayoutEnv(int rank, int nranks) {
+  std::string layout = Layout();
+  if (layout == "shm") return {};
+  // UCX over TCP, on loopback only.
+  std::vector<std::pair<std::string, std::string>> env = {{"UCX_TLS", "tcp,self"}, {"UCX_NET_DEVICES", "lo"}};
+  if (layout == "hosts") {
+    env.emplace_back("HYPER_PARALLEL_SHMEM_HOST_ID", "host" + std::to_string(rank * 2 / nranks));
+  } else if (layout == "ucx") {
+    env.emplace_back("HYPER_PARALLEL_SHMEM_TRANSPORT", "ucx");
+  } else {
+    std::fprintf(stderr, "HPSHMEM_TEST_LAYOUT='%s' is not shm, hosts or ucx\n", layout.c_str());
+    std::abort();
+  }
+  return env;
+}
+
 namespace {
 
 bool ReadFull(int fd, void* buf, size_t n) {
@@ -51,6 +72,7 @@ bool ReadFull(int fd, void* buf, size_t n) {
 
 [[noreturn]] void ChildMain(int rank, int nranks, int up_fd, int down_fd, const std::function<void(int, int)>& body,
                             const JobOptions& opts) {
+  for (auto& [k, v] : LayoutEnv(rank, nranks)) setenv(k.c_str(), v.c_str(), 1);
   for (auto& [k, v] : opts.env) setenv(k.c_str(), v.c_str(), 1);
   if (!opts.init) {
     body(rank, nranks);

@@ -41,6 +41,15 @@ struct JobResult {
   std::string Describe() const;
 };
 
+// How the ranks of every job are spread, from $HPSHMEM_TEST_LAYOUT:
+//   shm    one host, shared memory between all ranks (default)
+//   hosts  two simulated hosts (HYPER_PARALLEL_SHMEM_HOST_ID host0 = the first
+//          half of the ranks, host1 = the rest), UCX over TCP on loopback between them
+//   ucx    one host, HYPER_PARALLEL_SHMEM_TRANSPORT=ucx: UCX between every pair
+std::string Layout();
+// The variables a rank gets under the layout (before JobOptions::env).
+std::vector<std::pair<std::string, std::string>> LayoutEnv(int rank, int nranks);
+
 // body(rank, nranks) runs after Init. Use RCHECK inside it.
 JobResult RunJob(int nranks, const std::function<void(int, int)>& body, JobOptions opts = {});
 

@@ -361,6 +361,35 @@ Status Bootstrap::Allgather(const void* mine, size_t len, void* all) {
   return RecvAll(conns_[0].get(), out, len * nranks_, dl, "rank 0");
 }
 
+Status Bootstrap::AllgatherChecked(const void* mine, size_t len, void* all, const char* what) {
+  uint64_t n = len;
+  std::vector<uint64_t> lens(nranks_);
+  HPSHMEM_RETURN_IF_ERROR(Allgather(&n, sizeof n, lens.data()));
+  for (int r = 0; r < nranks_; ++r) {
+    if (lens[r] != n) {
+      return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(r) + " contributes " +
+                                        std::to_string(lens[r]) + " bytes, rank " + std::to_string(rank_) + " " +
+                                        std::to_string(n));
+    }
+  }
+  return Allgather(mine, len, all);
+}
+
+Status Bootstrap::AllgatherV(const void* mine, size_t len, std::vector<std::string>* all) {
+  uint64_t n = len;
+  std::vector<uint64_t> lens(nranks_);
+  HPSHMEM_RETURN_IF_ERROR(Allgather(&n, sizeof n, lens.data()));
+  size_t max = 0;
+  for (uint64_t l : lens) max = std::max<size_t>(max, l);
+  std::string padded(max, '\0');
+  if (len) std::memcpy(padded.data(), mine, len);
+  std::string flat(max * nranks_, '\0');
+  HPSHMEM_RETURN_IF_ERROR(Allgather(padded.data(), max, flat.data()));
+  all->resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) (*all)[r] = flat.substr(r * max, lens[r]);
+  return Status::OK();
+}
+
 Status Bootstrap::Barrier() {
   uint8_t b = 1;
   std::vector<uint8_t> all(nranks_);

@@ -50,6 +50,11 @@ class Bootstrap {
   // Every rank contributes `len` bytes; `all` receives nranks * len bytes in
   // rank order. Errors name the rank that failed (kPeerDead, kTimeout).
   Status Allgather(const void* mine, size_t len, void* all);
+  // Allgather whose lengths travel first, so ranks that disagree on `len`
+  // fail with kCollectiveMismatch (naming `what`) instead of misreading.
+  Status AllgatherChecked(const void* mine, size_t len, void* all, const char* what);
+  // Allgather of blobs whose lengths differ between ranks: (*all)[r] is rank r's.
+  Status AllgatherV(const void* mine, size_t len, std::vector<std::string>* all);
   Status Barrier();
 
   int rank() const { return rank_; }

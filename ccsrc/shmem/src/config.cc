@@ -84,6 +84,14 @@ Status Config::Build(const InitAttr& attr, Config* out) {
   if (const char* v = Env("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT")) c.endpoint = v;
   if (const char* v = Env("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET")) c.secret = v;
   if (const char* v = Env("HYPER_PARALLEL_SHMEM_JOB_ID")) c.job_id = v;
+  if (const char* v = Env("HYPER_PARALLEL_SHMEM_HOST_ID")) c.host_id = v;
+  if (const char* v = Env("HYPER_PARALLEL_SHMEM_TRANSPORT")) {
+    std::string t = Lower(v);
+    if (t != "auto" && t != "ucx")
+      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_TRANSPORT='") + v +
+                                     "' must be auto (shared memory within a host, UCX between hosts) or ucx");
+    c.force_ucx = t == "ucx";
+  }
 
   if (attr.heap_bytes) c.heap_bytes = attr.heap_bytes;
   if (attr.timeout_sec < 0) return Status::InvalidArgument("InitAttr::timeout_sec must be >= 0");

@@ -18,6 +18,8 @@ struct Config {
   std::string endpoint;                 // HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT
   std::string secret;                   // HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET
   std::string job_id;                   // HYPER_PARALLEL_SHMEM_JOB_ID (endpoint path)
+  std::string host_id;                  // HYPER_PARALLEL_SHMEM_HOST_ID (overrides the detected host)
+  bool force_ucx = false;               // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx (auto: by host)
 
   // Reads the environment, then applies the set fields of `attr`.
   // Errors: kInvalidArgument naming the variable and its value.

@@ -16,6 +16,15 @@ namespace hpshmem {
 // Signal): streaming stores are weakly ordered.
 void CopyBytes(void* dst, const void* src, size_t bytes);
 
+// Makes every earlier store of this thread, streaming stores included,
+// visible before any later one (sfence + a full fence).
+inline void StoreFence() {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 // The size from which CopyBytes streams (bytes; SIZE_MAX when it never does).
 size_t StreamingCopyThreshold();
 

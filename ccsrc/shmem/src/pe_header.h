@@ -1,6 +1,8 @@
-// The control block at the start of every rank's shared segment. Peers on the
-// host map it and touch it with atomics (std::atomic_ref on plain words, since
-// the memory comes from mmap, zero-filled).
+// The control block at the start of every rank's segment. Peers reach it
+// through their transport's verbs (shared-memory peers also map it and use
+// std::atomic_ref on its plain words, since the memory comes from mmap,
+// zero-filled). Every word that a peer writes is written by exactly one peer
+// (its slot), so SET suffices and no cross-transport atomics are needed.
 #pragma once
 
 #include <climits>
@@ -17,13 +19,15 @@ constexpr size_t kSegmentAlign = size_t{2} << 20;
 constexpr size_t kHeaderBytes = kSegmentAlign;
 constexpr uint64_t kHeaderMagic = 0x314d454d48535048ULL;  // "HPSHMEM1"
 
-// One collective allocator call, published so that peers can compare.
+// One collective allocator call, published to every peer so that each can compare.
 struct AllocRecord {
-  uint64_t seq;   // 1-based call number; written last (release)
+  uint64_t seq;   // 1-based call number
   uint64_t kind;  // AllocKind
   uint64_t a;     // bytes (alloc) or heap offset (free)
   uint64_t b;     // alignment (alloc) or validity (free)
 };
+
+constexpr int kBarrierRounds = 32;  // dissemination rounds: enough for 2^32 ranks
 
 struct alignas(64) PeHeader {
   uint64_t magic;
@@ -35,11 +39,21 @@ struct alignas(64) PeHeader {
   // `sleepers` says someone sleeps. See wait.h for the protocol.
   alignas(64) uint32_t doorbell;
   alignas(64) uint32_t sleepers;
-  // Rank 0's copy counts barrier arrivals (monotonic; barrier k completes at
-  // k * nranks), so back-to-back barriers need no reset.
-  alignas(64) uint64_t barrier_arrivals;
-  alignas(64) AllocRecord alloc[2];  // indexed by seq % 2
+  // Dissemination barrier: in round k of barrier e, rank (r - 2^k) mod n sets
+  // rank r's barrier_round[k] to e. Monotonic, so back-to-back barriers need
+  // no reset.
+  alignas(64) uint64_t barrier_round[kBarrierRounds];
 };
-static_assert(sizeof(PeHeader) <= kHeaderBytes, "header too large");
+
+// After the header: the allocator records, two per rank (indexed by seq % 2),
+// at kAllocRecordsOffset + (rank * 2 + seq % 2) * sizeof(AllocRecord); then,
+// at the end of the header region, the collective workspace (hpshmem.h).
+constexpr size_t kAllocRecordsOffset = 4096;
+static_assert(sizeof(PeHeader) <= kAllocRecordsOffset, "header too large");
+
+inline size_t AllocRecordOffset(int rank, uint64_t seq) {
+  return kAllocRecordsOffset + (static_cast<size_t>(rank) * 2 + seq % 2) * sizeof(AllocRecord);
+}
+inline size_t BarrierRoundOffset(int round) { return offsetof(PeHeader, barrier_round) + round * sizeof(uint64_t); }
 
 }  // namespace hpshmem

@@ -1,7 +1,17 @@
-// The process-wide runtime state behind the functions of hpshmem.h.
+// The process-wide runtime state behind the functions of hpshmem.h, and the
+// checks and wait loop that the files implementing them share:
+//   runtime.cc     lifecycle: Init (bootstrap, segment, transports per peer), Finalize
+//   heap.cc        collective allocation and its cross-rank agreement
+//   rma.cc         put, get, fence, quiet
+//   signals.cc     signal SET/ADD, put-with-signal, waits
+//   barrier.cc     the dissemination barrier
+//   debug_state.cc settings, DebugState, the worker pool
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,18 +20,31 @@
 #include "allocator.h"
 #include "bootstrap.h"
 #include "config.h"
+#include "segment.h"
 #include "shm_transport.h"
+#include "wait.h"
 #include "worker_pool.h"
 
 namespace hpshmem {
 
 enum class PeerState : uint8_t { kAlive = 0, kLost = 1 };
 
+// The symmetric range (collective workspace, then the user heap) starts this
+// far into every segment.
+constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
+static_assert(kAllocRecordsOffset < kSymOffset, "the workspace overlaps the header");
+// Allocator records of every rank must fit between the header and the workspace.
+constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
+
 struct Runtime {
   Config config;
   int rank = -1, nranks = 0;
   std::unique_ptr<Bootstrap> boot;
-  std::unique_ptr<Transport> transport;
+  std::unique_ptr<LocalSegment> segment;
+  std::unique_ptr<ShmTransport> shm;  // this rank and the ranks of its host
+  std::unique_ptr<Transport> ucx;     // ranks on other hosts (or all, when forced); null when none
+  std::vector<Transport*> route;      // the transport of each rank, chosen once at Init
+  std::vector<uint8_t*> peer_sym;     // each rank's symmetric range mapped here, or null (not load/store reachable)
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
   uint64_t alloc_seq = 0;        // collective allocator calls so far
@@ -30,7 +53,6 @@ struct Runtime {
   size_t sym_bytes = 0;
   uint8_t* heap = nullptr;       // this rank's user heap (sym_base + kWorkspaceBytes)
   size_t heap_bytes = 0;
-  std::vector<uint8_t*> peer_sym;  // symmetric range of each rank, mapped here
   std::unique_ptr<std::atomic<uint8_t>[]> peer_state;
   std::atomic<int> lost_count{0};
   std::atomic<bool> finalizing{false};
@@ -38,11 +60,93 @@ struct Runtime {
   std::mutex pool_mu;
   CollectiveCounters coll;
 
+  PeHeader* header() const { return segment->header(); }
   // Ranks lost so far, e.g. "2" or "1, 3"; empty when none.
   std::string LostRanks() const;
+  // Quiet on every transport.
+  Status QuietAll();
 };
 
 // The live runtime, or nullptr.
 Runtime* CurrentRuntime();
+// Held by Init, Finalize and DebugState.
+std::mutex& LifecycleMutex();
+
+// ---------------------------------------------------------------- shared checks
+
+Status NotInit(const char* fn);
+std::string Hex(uint64_t v);
+
+inline Status CheckPe(const Runtime* rt, int pe, const char* what) {
+  if (pe < 0 || pe >= rt->nranks) {
+    return Status::InvalidArgument(std::string(what) + ": rank " + std::to_string(pe) + " is out of range [0, " +
+                                   std::to_string(rt->nranks) + ")");
+  }
+  if (rt->peer_state[pe].load(std::memory_order_relaxed) != static_cast<uint8_t>(PeerState::kAlive)) {
+    return Status::PeerDead(std::string(what) + ": rank " + std::to_string(pe) + " has exited or was killed");
+  }
+  return Status::OK();
+}
+
+// Offset of [p, p + bytes) in this rank's symmetric range (workspace + heap),
+// or an error naming `what`.
+inline Status SymOffset(const Runtime* rt, const void* p, size_t bytes, const char* what, size_t* off) {
+  auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(rt->sym_base);
+  if (a < base || a - base > rt->sym_bytes || bytes > rt->sym_bytes - (a - base)) {
+    return Status::InvalidArgument(std::string(what) + ": [" + Hex(a) + ", +" + std::to_string(bytes) +
+                                   " bytes) is not inside the symmetric heap");
+  }
+  *off = a - base;
+  return Status::OK();
+}
+
+Status CheckSignal(const Runtime* rt, const void* sig, SignalType type, const char* what, size_t* off);
+
+// ---------------------------------------------------------------- waiting
+
+constexpr int kSpinIters = 2000;      // ~ a few microseconds of pause
+constexpr int64_t kYieldNs = 200000;  // then yield for up to 200 us
+constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline this often
+
+// The wait loop shared by signal waits and barriers, on a word of this rank's
+// segment (where every transport delivers). `ready` re-reads the watched
+// word; `describe` builds the timeout message. A lost peer fails the wait
+// only if the condition is still false after seeing the loss (a peer that
+// arrived and then exited cleanly must not fail a completed wait). While it
+// spins it lets the remote transport make progress on this thread.
+template <class Ready, class Describe>
+Status WaitLoop(Runtime* rt, Ready&& ready, Describe&& describe) {
+  if (ready()) return Status::OK();
+  Transport* remote = rt->ucx.get();
+  for (int i = 0; i < kSpinIters; ++i) {
+    if (remote) remote->Progress();
+    else CpuRelax();
+    if (ready()) return Status::OK();
+  }
+  const auto start = Clock::now();
+  const Deadline dl(rt->config.timeout_sec);
+  for (;;) {
+    if (rt->lost_count.load(std::memory_order_acquire) > 0) {
+      if (ready()) return Status::OK();
+      return Status::PeerDead("rank " + std::to_string(rt->rank) + ": " + describe() + " failed: rank(s) " +
+                              rt->LostRanks() + " exited or were killed");
+    }
+    if (dl.Expired()) {
+      if (ready()) return Status::OK();
+      return Status::Timeout("rank " + std::to_string(rt->rank) + ": " + describe() + " timed out after " +
+                             Seconds(rt->config.timeout_sec) + " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
+    }
+    auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    if (waited < kYieldNs) {
+      if (remote) remote->Progress();
+      sched_yield();
+      if (ready()) return Status::OK();
+      continue;
+    }
+    // Remote arrivals are handled by the transport's progress thread, which
+    // rings this doorbell like a local signal does.
+    if (SleepOnDoorbell(rt->header(), dl.RemainingMs(kSleepSliceMs) + 1, ready)) return Status::OK();
+  }
+}
 
 }  // namespace hpshmem

@@ -14,7 +14,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "copy.h"
 #include "log.h"
+#include "wait.h"
 #include "siphash.h"
 
 namespace hpshmem {
@@ -26,13 +28,6 @@ constexpr uint32_t kLinkFdMagic = 0x31465048;     // "HPF1"
 constexpr double kLinkHandshakeSec = 5.0;
 
 #pragma pack(push, 1)
-struct PeerInfo {
-  char host_key[64];   // boot id + network namespace: equal <=> same host, reachable sockets
-  char sock_name[64];  // abstract Unix socket name (without the leading NUL)
-  uint64_t heap_bytes;
-  int32_t pid;
-  uint32_t uid;
-};
 struct LinkHello {
   uint32_t magic;
   int32_t from, to;
@@ -57,15 +52,6 @@ uint64_t LinkMac(const Bootstrap* b, char label, int from, int to, const uint8_t
   } __attribute__((packed)) in{label, b->job_id(), from, to, {}};
   std::memcpy(in.nonce, nonce, 16);
   return SipHash24(b->secret(), &in, sizeof in);
-}
-
-std::string HostKey() {
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  struct stat st {};
-  ::stat("/proc/self/ns/net", &st);
-  return boot + "/" + std::to_string(static_cast<unsigned long long>(st.st_ino));
 }
 
 sockaddr_un AbstractAddr(const char* name, socklen_t* len) {
@@ -132,108 +118,43 @@ Status RecvWithFd(int sock, void* buf, size_t len, Fd* fd_out, const Deadline& d
   }
 }
 
-// Maps `fd` at a kSegmentAlign-aligned address: reserve a larger range, map
-// over its aligned part, give back the slack.
-void* MapAligned(int fd, size_t bytes) {
-  size_t span = bytes + kSegmentAlign;
-  void* r = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (r == MAP_FAILED) return MAP_FAILED;
-  auto base = reinterpret_cast<uintptr_t>(r);
-  uintptr_t aligned = (base + kSegmentAlign - 1) & ~(uintptr_t{kSegmentAlign} - 1);
-  void* p = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (p == MAP_FAILED) {
-    ::munmap(r, span);
-    return MAP_FAILED;
-  }
-  if (aligned > base) ::munmap(r, aligned - base);
-  uintptr_t end = aligned + bytes, rend = base + span;
-  if (rend > end) ::munmap(reinterpret_cast<void*>(end), rend - end);
-  return p;
-}
-
 }  // namespace
 
-Status ShmTransport::Create(Bootstrap* boot, size_t heap_bytes, double timeout_sec,
-                            std::unique_ptr<ShmTransport>* out) {
+Status ShmTransport::Listen(Bootstrap* boot, LocalSegment* seg, PeerCard* card, std::unique_ptr<ShmTransport>* out) {
   std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->boot_ = boot;
+  t->seg_ = seg;
   t->rank_ = boot->rank();
   t->nranks_ = boot->nranks();
-  t->segment_bytes_ = kHeaderBytes + heap_bytes;
   t->segments_.assign(t->nranks_, nullptr);
+  t->segments_[t->rank_] = seg->base();
   t->links_.resize(t->nranks_);
-  Status s = t->Exchange(boot, timeout_sec);
-  if (!s.ok()) {
-    t->Shutdown();
-    return s;
-  }
-  *out = std::move(t);
-  return Status::OK();
-}
-
-Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
-  // 1. This rank's segment: anonymous, owner-only, size sealed so that no
-  //    peer can shrink it under another's mapping (SIGBUS).
-  Fd mine(static_cast<int>(::memfd_create("hpshmem-heap", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
-  if (!mine.valid()) return Status::FromErrno("memfd_create");
-  // memfds start as 0777; owner-only keeps /proc/<pid>/fd/<n> closed to other users.
-  if (::fchmod(mine.get(), 0600) != 0) return Status::FromErrno("fchmod of the heap segment");
-  if (::ftruncate(mine.get(), static_cast<off_t>(segment_bytes_)) != 0)
-    return Status::FromErrno("ftruncate of the " + std::to_string(segment_bytes_) + "-byte heap segment");
-  ::fcntl(mine.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-  void* p = MapAligned(mine.get(), segment_bytes_);
-  if (p == MAP_FAILED) return Status::FromErrno("mmap of the heap segment");
-  segments_[rank_] = static_cast<uint8_t*>(p);
-  PeHeader* h = Header(rank_);
-  h->magic = kHeaderMagic;
-  h->rank = rank_;
-  h->nranks = nranks_;
-  h->heap_bytes = segment_bytes_ - kHeaderBytes;
-  h->job_id = boot->job_id();
-
-  // 2. A listener with an unguessable abstract name, published through the bootstrap.
-  PeerInfo me{};
   uint8_t rnd[8];
   HPSHMEM_RETURN_IF_ERROR(RandomBytes(rnd, sizeof rnd));
   uint64_t r64;
   std::memcpy(&r64, rnd, 8);
-  std::snprintf(me.sock_name, sizeof me.sock_name, "hpshmem/%016llx/%d/%016llx",
-                static_cast<unsigned long long>(boot->job_id()), rank_, static_cast<unsigned long long>(r64));
-  std::snprintf(me.host_key, sizeof me.host_key, "%s", HostKey().c_str());
-  me.heap_bytes = segment_bytes_ - kHeaderBytes;
-  me.pid = ::getpid();
-  me.uid = ::getuid();
-  Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listener.valid()) return Status::FromErrno("socket(AF_UNIX)");
+  std::snprintf(card->sock_name, sizeof card->sock_name, "hpshmem/%016llx/%d/%016llx",
+                static_cast<unsigned long long>(boot->job_id()), t->rank_, static_cast<unsigned long long>(r64));
+  t->listener_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!t->listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
   socklen_t alen;
-  sockaddr_un addr = AbstractAddr(me.sock_name, &alen);
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), alen) != 0)
+  sockaddr_un addr = AbstractAddr(card->sock_name, &alen);
+  if (::bind(t->listener_.get(), reinterpret_cast<sockaddr*>(&addr), alen) != 0)
     return Status::FromErrno("bind abstract socket");
-  if (::listen(listener.get(), nranks_ + 64) != 0) return Status::FromErrno("listen(AF_UNIX)");
+  if (::listen(t->listener_.get(), t->nranks_ + 64) != 0) return Status::FromErrno("listen(AF_UNIX)");
+  *out = std::move(t);
+  return Status::OK();
+}
 
-  std::vector<PeerInfo> all(nranks_);
-  HPSHMEM_RETURN_IF_ERROR(boot->Allgather(&me, sizeof me, all.data()));
-  std::string sizes, hosts;
-  for (int r = 0; r < nranks_; ++r) {
-    all[r].host_key[sizeof all[r].host_key - 1] = 0;
-    all[r].sock_name[sizeof all[r].sock_name - 1] = 0;
-    if (all[r].heap_bytes != me.heap_bytes) sizes += " rank " + std::to_string(r) + "=" + std::to_string(all[r].heap_bytes);
-    if (std::strcmp(all[r].host_key, me.host_key) != 0) hosts += (hosts.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (!sizes.empty()) {
-    return Status::CollectiveMismatch("symmetric heap sizes differ between ranks (this rank " +
-                                      std::to_string(rank_) + "=" + std::to_string(me.heap_bytes) + ";" + sizes +
-                                      "); set the same SYMMETRIC_MEMORY_HEAP_SIZE on every rank");
-  }
-  if (!hosts.empty()) {
-    return Status::Unsupported("rank(s) " + hosts + " run on another host (or network namespace) than rank " +
-                               std::to_string(rank_) +
-                               "; this build connects ranks of one host only (shared-memory transport)");
-  }
-
+Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector<bool>& local, double timeout_sec) {
+  Bootstrap* boot = boot_;
+  const size_t segment_bytes = seg_->bytes();
+  socklen_t alen;
   Deadline dl(timeout_sec);
   // 3. Dial every lower rank and introduce ourselves (buffered, never blocks).
   std::vector<LinkHello> sent(nranks_);
   for (int j = 0; j < rank_; ++j) {
+    if (!local[j]) continue;
     Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     sockaddr_un pa = AbstractAddr(all[j].sock_name, &alen);
     while (::connect(s.get(), reinterpret_cast<sockaddr*>(&pa), alen) != 0) {
@@ -249,14 +170,15 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
     links_[j] = std::move(s);
   }
   // 4. Accept every higher rank; answer with our segment.
-  int expected = nranks_ - 1 - rank_;
+  int expected = 0;
+  for (int i = rank_ + 1; i < nranks_; ++i) expected += local[i] ? 1 : 0;
   while (expected > 0) {
-    pollfd pf{listener.get(), POLLIN, 0};
+    pollfd pf{listener_.get(), POLLIN, 0};
     int pr = ::poll(&pf, 1, dl.RemainingMs());
     if (pr == 0) {
       std::string missing;
       for (int i = rank_ + 1; i < nranks_; ++i)
-        if (!links_[i].valid()) missing += " " + std::to_string(i);
+        if (local[i] && !links_[i].valid()) missing += " " + std::to_string(i);
       return Status::Timeout("rank(s)" + missing + " never connected to rank " + std::to_string(rank_) +
                              "'s heap socket");
     }
@@ -264,7 +186,7 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
       if (errno == EINTR) continue;
       return Status::FromErrno("poll(AF_UNIX listener)");
     }
-    Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    Fd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!c.valid()) continue;
     ucred cred{};
     socklen_t cl = sizeof cred;
@@ -275,7 +197,7 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
     else if (!RecvAll(c.get(), &hl, sizeof hl, Deadline(kLinkHandshakeSec), "a local process").ok())
       why = "no hello";
     else if (hl.magic != kLinkHelloMagic || hl.job_id != boot->job_id() || hl.to != rank_ ||
-             hl.from <= rank_ || hl.from >= nranks_ || links_[hl.from].valid() ||
+             hl.from <= rank_ || hl.from >= nranks_ || !local[hl.from] || links_[hl.from].valid() ||
              hl.mac != LinkMac(boot, 'L', hl.from, rank_, hl.nonce) || cred.pid != all[hl.from].pid)
       why = "bad hello";
     if (!why.empty()) {
@@ -283,26 +205,28 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
       continue;
     }
     LinkMsg ack{kLinkAckMagic, rank_, LinkMac(boot, 'A', rank_, hl.from, hl.nonce)};
-    HPSHMEM_RETURN_IF_ERROR(SendWithFd(c.get(), &ack, sizeof ack, mine.get(), "rank " + std::to_string(hl.from)));
+    HPSHMEM_RETURN_IF_ERROR(SendWithFd(c.get(), &ack, sizeof ack, seg_->fd(), "rank " + std::to_string(hl.from)));
     links_[hl.from] = std::move(c);
     --expected;
   }
-  listener.Reset();  // the abstract name disappears with the socket
+  listener_.Reset();  // the abstract name disappears with the socket
 
   auto map_peer = [&](int j, Fd fd) -> Status {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("fstat of rank " + std::to_string(j) + "'s heap");
-    if (static_cast<size_t>(st.st_size) != segment_bytes_)
+    if (static_cast<size_t>(st.st_size) != segment_bytes)
       return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has the wrong size");
-    void* q = MapAligned(fd.get(), segment_bytes_);
+    void* q = MapAligned(fd.get(), segment_bytes);
     if (q == MAP_FAILED) return Status::FromErrno("mmap of rank " + std::to_string(j) + "'s heap");
     segments_[j] = static_cast<uint8_t*>(q);
-    if (Header(j)->magic != kHeaderMagic || Header(j)->rank != j)
+    auto* hdr = reinterpret_cast<PeHeader*>(segments_[j]);
+    if (hdr->magic != kHeaderMagic || hdr->rank != j)
       return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has a bad header");
     return Status::OK();
   };
   // 5. Collect the lower ranks' segments; send ours back.
   for (int j = 0; j < rank_; ++j) {
+    if (!local[j]) continue;
     std::string peer = "rank " + std::to_string(j);
     LinkMsg ack{};
     Fd fd;
@@ -311,10 +235,11 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
       return Status::Bootstrap(peer + " could not prove it belongs to this job");
     HPSHMEM_RETURN_IF_ERROR(map_peer(j, std::move(fd)));
     LinkMsg m{kLinkFdMagic, rank_, 0};
-    HPSHMEM_RETURN_IF_ERROR(SendWithFd(links_[j].get(), &m, sizeof m, mine.get(), peer));
+    HPSHMEM_RETURN_IF_ERROR(SendWithFd(links_[j].get(), &m, sizeof m, seg_->fd(), peer));
   }
   // 6. Collect the higher ranks' segments.
   for (int i = rank_ + 1; i < nranks_; ++i) {
+    if (!local[i]) continue;
     std::string peer = "rank " + std::to_string(i);
     LinkMsg m{};
     Fd fd;
@@ -322,7 +247,46 @@ Status ShmTransport::Exchange(Bootstrap* boot, double timeout_sec) {
     if (m.magic != kLinkFdMagic || m.rank != i) return Status::Bootstrap(peer + " sent a malformed heap message");
     HPSHMEM_RETURN_IF_ERROR(map_peer(i, std::move(fd)));
   }
-  return Status::OK();  // `mine` closes; the mappings keep the memory alive
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- verbs
+
+Status ShmTransport::Put(int pe, size_t off, const void* src, size_t bytes) {
+  CopyBytes(segments_[pe] + off, src, bytes);
+  return Status::OK();
+}
+
+Status ShmTransport::Get(int pe, void* dst, size_t off, size_t bytes) {
+  CopyBytes(dst, segments_[pe] + off, bytes);
+  return Status::OK();
+}
+
+Status ShmTransport::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
+  // Streaming stores of a large put are not ordered by a plain release:
+  // fence so that every earlier put is visible before the signal.
+  StoreFence();
+  ApplyAtomic(segments_[pe] + off, type, op, value);
+  Notify(reinterpret_cast<PeHeader*>(segments_[pe]));
+  return Status::OK();
+}
+
+Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                               SignalOp op, int64_t value) {
+  CopyBytes(segments_[pe] + off, src, bytes);
+  return Signal(pe, sig_off, type, op, value);
+}
+
+Status ShmTransport::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
+  StoreFence();
+  *old = ApplyAtomic(segments_[pe] + off, type, op, value);
+  Notify(reinterpret_cast<PeHeader*>(segments_[pe]));
+  return Status::OK();
+}
+
+Status ShmTransport::Quiet() {
+  StoreFence();
+  return Status::OK();
 }
 
 void ShmTransport::StartMonitor(std::function<void(int)> on_peer_lost) {
@@ -366,9 +330,10 @@ void ShmTransport::Shutdown() {
     monitor_.join();
   }
   for (auto& l : links_) l.Reset();
-  for (auto& s : segments_) {
-    if (s) ::munmap(s, segment_bytes_);
-    s = nullptr;
+  listener_.Reset();
+  for (int r = 0; r < nranks_; ++r) {
+    if (segments_[r] && r != rank_) ::munmap(segments_[r], seg_->bytes());
+    segments_[r] = nullptr;
   }
 }
 

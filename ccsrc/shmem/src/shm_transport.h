@@ -1,12 +1,11 @@
-// Shared memory between the ranks of one host.
+// Shared memory between the ranks of one host: load/store on mapped segments.
 //
-// Each rank's segment (header + heap) is a memfd: it has no name in /dev/shm
-// or anywhere else, so nothing can leak even after kill -9; the kernel frees
-// it when the last mapping goes. Segments are handed to peers as file
-// descriptors over abstract Unix sockets (SCM_RIGHTS), after the peer proves
-// it belongs to the job (same uid via SO_PEERCRED, MAC of the job secret).
-// Those sockets then stay open: a peer's death closes them, which is how
-// waits learn of it within milliseconds.
+// Segments are handed to peers as memfd descriptors over abstract Unix
+// sockets (SCM_RIGHTS), after the peer proves it belongs to the job (same uid
+// via SO_PEERCRED, MAC of the job secret). Those sockets then stay open: a
+// peer's death closes them, which is how waits learn of it within
+// milliseconds. This rank's own segment is always served here, so every
+// rank has at least itself as a shared-memory peer.
 #pragma once
 
 #include <atomic>
@@ -16,35 +15,45 @@
 
 #include "bootstrap.h"
 #include "net.h"
+#include "segment.h"
 #include "transport.h"
 
 namespace hpshmem {
 
 class ShmTransport final : public Transport {
  public:
-  // Collective. Creates this rank's segment of kHeaderBytes + heap_bytes,
-  // exchanges segments with every other rank, maps them all. Errors:
-  // kUnsupported (a rank on another host), kCollectiveMismatch (heap sizes
-  // differ), kSystem, kTimeout, kPeerDead.
-  static Status Create(Bootstrap* boot, size_t heap_bytes, double timeout_sec,
-                       std::unique_ptr<ShmTransport>* out);
+  // Opens this rank's (unguessably named) heap socket and writes its name
+  // into card->sock_name. Errors: kSystem.
+  static Status Listen(Bootstrap* boot, LocalSegment* seg, PeerCard* card, std::unique_ptr<ShmTransport>* out);
+  // Collective among the ranks with local[r] (this rank included): exchanges
+  // segments with each of them and maps them. Errors: kBootstrap, kTimeout,
+  // kPeerDead, kSystem.
+  Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& local, double timeout_sec);
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
   uint8_t* Segment(int pe) const override { return segments_[pe]; }
+  Status Put(int pe, size_t off, const void* src, size_t bytes) override;
+  Status Get(int pe, void* dst, size_t off, size_t bytes) override;
+  Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
+  Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
+                   int64_t value) override;
+  Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
+  Status Quiet() override;
   void StartMonitor(std::function<void(int)> on_peer_lost) override;
   void Shutdown() override;
 
  private:
   ShmTransport() = default;
-  Status Exchange(Bootstrap* boot, double timeout_sec);
   void MonitorLoop();
 
+  Bootstrap* boot_ = nullptr;
+  LocalSegment* seg_ = nullptr;
   int rank_ = -1, nranks_ = 0;
-  size_t segment_bytes_ = 0;
-  std::vector<uint8_t*> segments_;
-  std::vector<Fd> links_;      // one connection per peer (this rank dialled the lower ranks)
-  Fd wake_;                    // eventfd that stops the monitor
+  std::vector<uint8_t*> segments_;  // mapped segment of each same-host rank, else nullptr
+  Fd listener_;
+  std::vector<Fd> links_;  // one connection per same-host peer (this rank dialled the lower ranks)
+  Fd wake_;                // eventfd that stops the monitor
   std::thread monitor_;
   std::function<void(int)> on_lost_;
   std::atomic<bool> stopping_{false};

@@ -1,15 +1,17 @@
-// Transports move bytes and atomics between ranks. One is chosen per peer at
-// Init; the data path calls it without re-deciding. Today: shared memory for
-// ranks on this host (ShmTransport). Offsets are bytes from the start of the
-// peer's segment (header included).
+// Transports move bytes and atomics between ranks. The runtime picks one per
+// peer at Init (ranks of this host: shared memory; ranks of other hosts: UCX)
+// and routes every call to it without deciding again (runtime.h, `route`).
+//
+// Offsets are bytes from the start of the peer's segment (its header
+// included; the symmetric range follows it, see pe_header.h). Every verb
+// validated its arguments in the runtime before it gets here.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
-#include "hpshmem/status.h"
-#include "pe_header.h"
+#include "hpshmem/hpshmem.h"
 
 namespace hpshmem {
 
@@ -17,14 +19,39 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  // The peer's segment mapped into this process, or nullptr when the peer is
-  // not load/store reachable through this transport.
+
+  // The peer's segment mapped into this process for loads and stores, or
+  // nullptr when this transport does not map it.
   virtual uint8_t* Segment(int pe) const = 0;
-  PeHeader* Header(int pe) const { return reinterpret_cast<PeHeader*>(Segment(pe)); }
-  // Starts watching the peers; `on_peer_lost(pe)` runs on a monitor thread
-  // when a peer's process goes away.
+
+  // Blocking: on return the bytes are in pe's segment, ordered after every
+  // earlier verb of this process to pe.
+  virtual Status Put(int pe, size_t off, const void* src, size_t bytes) = 0;
+  // Blocking: on return the bytes are in `dst`, and reflect every earlier
+  // verb of this process to pe.
+  virtual Status Get(int pe, void* dst, size_t off, size_t bytes) = 0;
+  // Atomic SET/ADD on pe's signal word at `off`, applied after every earlier
+  // verb of this process to pe, waking pe's sleeping waiters. It may return
+  // before it is applied; Quiet completes it.
+  virtual Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) = 0;
+  // Put, then Signal, such that a rank that observes the signal observes the
+  // bytes. Returns once `src` may be reused; Quiet completes it.
+  virtual Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                           SignalOp op, int64_t value) = 0;
+  // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word; blocking, *old
+  // receives the previous value. Wakes pe's waiters like Signal.
+  virtual Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) = 0;
+  // Completes every verb this process issued through this transport.
+  virtual Status Quiet() = 0;
+  // Gives the transport a chance to handle incoming work on the caller's
+  // thread (waits call it while they spin). Cheap when there is none.
+  virtual void Progress() {}
+
+  // Starts watching the peers; `on_peer_lost(pe)` runs (on a transport
+  // thread) when a peer's process or its connection goes away.
   virtual void StartMonitor(std::function<void(int)> on_peer_lost) = 0;
-  // Stops the monitor, closes connections and unmaps segments. Idempotent.
+  // Stops the monitor, closes connections and releases mappings and
+  // registrations. Idempotent.
   virtual void Shutdown() = 0;
 };
 

@@ -18,6 +18,23 @@ void FutexWait(uint32_t* addr, uint32_t expected, int max_ms) {
 
 void FutexWakeAll(uint32_t* addr) { syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
+int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
+  if (type == SignalType::kInt32) {
+    std::atomic_ref<int32_t> w(*static_cast<int32_t*>(word));
+    auto v = static_cast<int32_t>(value);
+    return op == SignalOp::kSet ? w.exchange(v, std::memory_order_seq_cst) : w.fetch_add(v, std::memory_order_seq_cst);
+  }
+  std::atomic_ref<int64_t> w(*static_cast<int64_t*>(word));
+  return op == SignalOp::kSet ? w.exchange(value, std::memory_order_seq_cst)
+                              : w.fetch_add(value, std::memory_order_seq_cst);
+}
+
+int64_t LoadSignal(const void* p, SignalType t) {
+  if (t == SignalType::kInt32)
+    return std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+  return std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+}
+
 void Notify(PeHeader* hdr) {
   if (std::atomic_ref<uint32_t>(hdr->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(hdr);
 }

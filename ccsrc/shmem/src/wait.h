@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hpshmem/hpshmem.h"
 #include "pe_header.h"
 
 namespace hpshmem {
@@ -23,6 +24,14 @@ inline void CpuRelax() {
   asm volatile("yield" ::: "memory");
 #endif
 }
+
+// Atomically SETs (swap) or ADDs `value` to the signal word at `word`
+// (naturally aligned, in a segment mapped here), seq_cst; returns the old
+// value. Every transport applies signals through this, so a word updated by
+// same-host peers and remote peers at once loses no update.
+int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value);
+// Reads a signal word atomically (acquire).
+int64_t LoadSignal(const void* word, SignalType type);
 
 // Wakes every waiter sleeping on `hdr`'s doorbell, if any sleeps.
 void Notify(PeHeader* hdr);

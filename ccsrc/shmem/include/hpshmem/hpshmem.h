@@ -2,7 +2,8 @@
 // one job on Linux hosts. Framework-agnostic; usable from C++ alone.
 //
 // Model (OpenSHMEM-like): every rank (PE) owns a heap of the same size in
-// shared memory that the other ranks on its host map directly. Collective
+// shared memory that the other ranks on its host map directly; ranks on other
+// hosts reach it through UCX (the same calls, the same guarantees). Collective
 // allocations done in the same order on every rank return the same offset
 // everywhere, so Ptr(local, pe) is the peer's copy of the same object.
 //
@@ -54,9 +55,11 @@ struct InitAttr {
 
 // Collective. Connects the ranks, creates and maps the heaps. Fails (no hang)
 // with kBootstrap/kTimeout naming the missing ranks when a rank does not show
-// up within the timeout. Errors: kInvalidArgument, kBootstrap, kTimeout,
-// kCollectiveMismatch (heap sizes differ), kUnsupported (ranks on several
-// hosts), kSystem.
+// up within the timeout. Ranks of one host (boot id + network namespace, or
+// $HYPER_PARALLEL_SHMEM_HOST_ID) share memory; other pairs, or every pair
+// under $HYPER_PARALLEL_SHMEM_TRANSPORT=ucx, connect through UCX.
+// Errors: kInvalidArgument, kBootstrap, kTimeout, kCollectiveMismatch (heap
+// sizes differ), kUnsupported (more ranks than this build supports), kSystem (incl. UCX).
 Status Init(const InitAttr& attr);
 
 // Collective. Barrier, then releases every resource of the runtime (threads,
@@ -95,7 +98,7 @@ Status Free(void* ptr);
 
 // Address of the object `local` (in this rank's heap) on rank `pe`, for
 // direct loads/stores; nullptr when `local` is not in the heap, pe is out of
-// range, or pe is not directly reachable.
+// range, or pe is not directly reachable (another host, or UCX forced).
 void* Ptr(const void* local, int pe);
 
 // A symmetric block of kWorkspaceBytes reserved by Init for the library's
@@ -121,7 +124,8 @@ bool IsSymmetric(const void* p, size_t bytes);
 // ---------------------------------------------------------------- RMA
 
 // Copies `bytes` from local `src` to symmetric `dest` on rank `pe`. Blocking:
-// on return the data is in the target's heap. Single-threaded; see
+// on return the data is in the target's heap (for a peer on another host:
+// written there, and ordered after this rank's earlier calls to it). Single-threaded; see
 // hpshmem/ops.h for the block_dim-parallel versions.
 // Errors: kNotInitialized, kInvalidArgument (pe, ranges).
 Status PutMem(void* dest, const void* src, size_t bytes, int pe);
@@ -139,15 +143,25 @@ const char* CmpName(Cmp cmp);  // "==", ">", ...
 
 // Atomically sets or adds `value` to the signal word `sig` (symmetric,
 // naturally aligned) on rank `pe`, with release ordering after every earlier
-// put from this thread, and wakes that rank's sleeping waiters.
-// Errors: kNotInitialized, kInvalidArgument, kTypeError (misaligned).
+// put from this thread, and wakes that rank's sleeping waiters. To a peer on
+// another host it may return before the update lands (it lands in order,
+// and Quiet/Barrier complete it).
+// Errors: kNotInitialized, kInvalidArgument, kTypeError (misaligned), kPeerDead.
 Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe);
+
+// Atomic fetch-and-SET (swap) or fetch-and-ADD on rank `pe`'s signal word;
+// blocking, *old receives the previous value; wakes that rank's waiters.
+// Atomic with respect to Signal and AtomicFetch from every rank, whatever
+// transport each uses. Errors: as Signal, and kInvalidArgument (old null).
+Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int pe, int64_t* old);
 
 // Checks the arguments of Signal without touching memory (same errors).
 Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp op, int pe);
 
 // Put, release fence, then Signal: a rank that observes the signal observes
-// every byte of the put.
+// every byte of the put. Returns once `src` may be reused; to a peer on
+// another host the data and signal travel as one message and land in order
+// (Quiet/Barrier complete it).
 Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig,
                     SignalType type, int64_t value, SignalOp op, int pe);
 
@@ -165,10 +179,12 @@ Status SignalFetch(const void* sig, SignalType type, int64_t* out);
 
 // Orders earlier puts before later puts/signals to each target.
 Status Fence();
-// Completes every earlier put of this rank (puts are blocking, so this is a
-// fence; kept for OpenSHMEM parity).
+// Completes every earlier put, signal and put-with-signal of this rank at its
+// target (on one host a fence; to other hosts a round trip to each peer with
+// updates in flight).
 Status Quiet();
-// Collective. Quiet, then waits for every rank. Errors: kTimeout, kPeerDead.
+// Collective. Quiet, then waits for every rank (dissemination: ceil(log2 n)
+// rounds of one signal each). Errors: kTimeout, kPeerDead.
 Status Barrier();
 
 // ---------------------------------------------------------------- config / diagnostics
@@ -189,8 +205,12 @@ Status GetRuntimeInfo(RuntimeInfo* out);
 Status EnvironmentSettings(RuntimeInfo* out);
 
 // JSON text: config, heap size, bytes live, peak, live allocations
-// (offset, bytes), peers and their state. Works before Init too.
+// (offset, bytes), the transport of each peer, lost peers. Works before Init too.
 std::string DebugState();
+
+// "self", "shm" or "ucx": how this rank reaches `pe`; nullptr when not
+// initialized or pe is out of range.
+const char* PeerTransport(int pe);
 
 // Parses "1073741824", "64k", "512M", "1g", "2GiB" (case-insensitive; k=1024)
 // into bytes. Errors: kInvalidArgument naming `what`.

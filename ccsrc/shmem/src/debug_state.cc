@@ -1,0 +1,92 @@
+// Settings, diagnostics (DebugState) and the worker pool behind ParallelFor.
+#include <sstream>
+
+#include "copy.h"
+#include "hpshmem/parallel.h"
+#include "runtime.h"
+
+namespace hpshmem {
+
+Status GetRuntimeInfo(RuntimeInfo* out) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("GetRuntimeInfo");
+  std::lock_guard<std::mutex> lk(rt->alloc_mu);
+  out->rank = rt->rank;
+  out->nranks = rt->nranks;
+  out->heap_bytes = rt->heap_bytes;
+  out->timeout_sec = rt->config.timeout_sec;
+  out->block_dim = rt->config.block_dim;
+  out->bytes_live = rt->alloc->bytes_live();
+  out->bytes_peak = rt->alloc->bytes_peak();
+  out->allocations_live = rt->alloc->live().size();
+  return Status::OK();
+}
+
+Status EnvironmentSettings(RuntimeInfo* out) {
+  Config c;
+  HPSHMEM_RETURN_IF_ERROR(Config::Build(InitAttr{}, &c));
+  *out = RuntimeInfo{};
+  out->heap_bytes = c.heap_bytes;
+  out->timeout_sec = c.timeout_sec;
+  out->block_dim = c.block_dim;
+  return Status::OK();
+}
+
+const char* PeerTransport(int pe) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt || pe < 0 || pe >= rt->nranks) return nullptr;
+  return pe == rt->rank ? "self" : rt->route[pe]->name();
+}
+
+std::string DebugState() {
+  std::lock_guard<std::mutex> lk(LifecycleMutex());
+  Runtime* rt = CurrentRuntime();
+  std::ostringstream o;
+  if (!rt) {
+    o << "{\"initialized\": false}";
+    return o.str();
+  }
+  std::lock_guard<std::mutex> alk(rt->alloc_mu);
+  static const char* kLevels[] = {"error", "warn", "info", "debug"};
+  o << "{\"initialized\": true, \"rank\": " << rt->rank << ", \"world_size\": " << rt->nranks
+    << ", \"transport\": \"" << (rt->ucx ? "shm+ucx" : "shm") << "\", \"peer_transports\": [";
+  for (int r = 0; r < rt->nranks; ++r) o << (r ? ", " : "") << "\"" << PeerTransport(r) << "\"";
+  o << "], \"config\": {\"heap_bytes\": " << rt->heap_bytes << ", \"timeout_sec\": " << rt->config.timeout_sec
+    << ", \"block_dim\": " << rt->config.block_dim << ", \"log_level\": \""
+    << kLevels[static_cast<int>(rt->config.log_level)] << "\", \"authenticated\": "
+    << (rt->boot->has_secret() ? "true" : "false") << ", \"streaming_copy_bytes\": "
+    << (StreamingCopyThreshold() == SIZE_MAX ? std::string("null") : std::to_string(StreamingCopyThreshold()))
+    << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
+    << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
+    << rt->heap_bytes - rt->alloc->bytes_live() << ", \"allocator_calls\": " << rt->alloc_seq
+    << ", \"live_allocations\": [";
+  bool first = true;
+  for (auto& [off, len] : rt->alloc->live()) {
+    o << (first ? "" : ", ") << "{\"offset\": " << off << ", \"bytes\": " << len << "}";
+    first = false;
+  }
+  o << "]}, \"barriers\": " << rt->barrier_epoch << ", \"lost_ranks\": [" << rt->LostRanks() << "]}";
+  return o.str();
+}
+
+Status ParallelFor(int n, const std::function<Status(int)>& fn) {
+  Runtime* rt = CurrentRuntime();
+  if (n <= 1 || !rt) {
+    for (int i = 0; i < n; ++i) HPSHMEM_RETURN_IF_ERROR(fn(i));
+    return Status::OK();
+  }
+  WorkerPool* pool;
+  {
+    std::lock_guard<std::mutex> lk(rt->pool_mu);
+    if (!rt->pool) rt->pool = std::make_unique<WorkerPool>();
+    pool = rt->pool.get();
+  }
+  return pool->Run(n, fn);
+}
+
+int DefaultBlockDim() {
+  Runtime* rt = CurrentRuntime();
+  return rt ? rt->config.block_dim : 1;
+}
+
+}  // namespace hpshmem

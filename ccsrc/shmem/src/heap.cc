@@ -1,0 +1,141 @@
+// Collective allocation: the same offsets on every rank, checked across ranks.
+#include <cstring>
+
+#include "runtime.h"
+
+namespace hpshmem {
+namespace {
+
+enum AllocKind : uint64_t { kAllocMalloc = 1, kAllocFree = 2 };
+
+std::string Describe(const AllocRecord& r) {
+  if (r.kind == kAllocMalloc) return "malloc(" + std::to_string(r.a) + " bytes, alignment " + std::to_string(r.b) + ")";
+  if (r.kind == kAllocFree)
+    return std::string(r.b ? "free(heap offset " : "free(invalid pointer at heap offset ") + std::to_string(r.a) + ")";
+  return "?";
+}
+
+// Puts this rank's call into its slot on every rank, waits for every rank to
+// do the same (a barrier), and compares. All ranks see the same records, so
+// all reach the same verdict: either every rank proceeds or every rank fails.
+Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, const char* what) {
+  uint64_t seq = ++rt->alloc_seq;
+  const AllocRecord mine{seq, kind, a, b};
+  const size_t slot = AllocRecordOffset(rt->rank, seq);
+  for (int k = 0; k < rt->nranks; ++k) {
+    int p = (rt->rank + k) % rt->nranks;
+    if (rt->peer_state[p].load(std::memory_order_relaxed) != static_cast<uint8_t>(PeerState::kAlive)) continue;
+    HPSHMEM_RETURN_IF_ERROR(rt->route[p]->Put(p, slot, &mine, sizeof mine));
+  }
+  HPSHMEM_RETURN_IF_ERROR(Barrier());
+  const uint8_t* base = rt->segment->base();
+  for (int p = 0; p < rt->nranks; ++p) {
+    AllocRecord r;
+    std::memcpy(&r, base + AllocRecordOffset(p, seq), sizeof r);
+    if (r.seq != seq) {
+      return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(p) + " is at allocator call #" +
+                                        std::to_string(r.seq) + " while rank " + std::to_string(rt->rank) +
+                                        " is at #" + std::to_string(seq) +
+                                        " (every rank must allocate and free in the same order)");
+    }
+    if (r.kind != mine.kind || r.a != mine.a || r.b != mine.b) {
+      return Status::CollectiveMismatch(std::string(what) + ": allocator call #" + std::to_string(seq) +
+                                        " differs between ranks: rank " + std::to_string(rt->rank) + " called " +
+                                        Describe(mine) + ", rank " + std::to_string(p) + " called " + Describe(r) +
+                                        " (every rank must allocate and free the same sizes in the same order)");
+    }
+  }
+  return Status::OK();
+}
+
+Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit(what);
+  if (!out) return Status::InvalidArgument(std::string(what) + ": out is null");
+  *out = nullptr;
+  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > kSegmentAlign)
+    return Status::InvalidArgument(std::string(what) + ": alignment " + std::to_string(alignment) +
+                                   " is not a power of two <= " + std::to_string(kSegmentAlign));
+  std::lock_guard<std::mutex> lk(rt->alloc_mu);
+  HPSHMEM_RETURN_IF_ERROR(VerifyCollectiveCall(rt, kAllocMalloc, bytes, alignment, what));
+  size_t off = 0;
+  Status s = rt->alloc->Allocate(bytes, alignment, &off);
+  if (!s.ok()) {
+    return Status::OutOfMemory(std::string(what) + ": symmetric heap exhausted: " + s.message() + "; " +
+                               std::to_string(rt->alloc->bytes_live()) + " of " + std::to_string(rt->heap_bytes) +
+                               " bytes live in " + std::to_string(rt->alloc->live().size()) +
+                               " allocations, largest free block " + std::to_string(rt->alloc->largest_free()) +
+                               " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
+                               std::to_string(((rt->heap_bytes + bytes) >> 30) + 1) + "g)");
+  }
+  *out = rt->heap + off;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Malloc(size_t bytes, void** out) { return AllocImpl(64, bytes, out, "Malloc"); }
+
+Status AlignedAlloc(size_t alignment, size_t bytes, void** out) {
+  return AllocImpl(alignment, bytes, out, "AlignedAlloc");
+}
+
+Status Calloc(size_t count, size_t size, void** out) {
+  if (size && count > SIZE_MAX / size) {
+    // Still enter the collective so that peers making the same call fail too.
+    return AllocImpl(64, SIZE_MAX, out, "Calloc");
+  }
+  HPSHMEM_RETURN_IF_ERROR(AllocImpl(64, count * size, out, "Calloc"));
+  std::memset(*out, 0, count * size);
+  // No rank may write into the new block before every rank has zeroed its
+  // copy, or the memset would erase the write.
+  return Barrier();
+}
+
+Status Free(void* ptr) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("Free");
+  std::lock_guard<std::mutex> lk(rt->alloc_mu);
+  auto a = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(rt->heap);
+  bool inside = a >= base && a - base < rt->heap_bytes;
+  uint64_t off = inside ? a - base : UINT64_MAX;
+  bool valid = inside && rt->alloc->LiveSize(off) > 0;
+  // An invalid free still takes part in the collective check so that every
+  // rank reports it instead of the others hanging in a barrier.
+  Status s = VerifyCollectiveCall(rt, kAllocFree, off, valid ? 1 : 0, "Free");
+  if (!s.ok()) return s;
+  if (!valid) {
+    return Status::InvalidFree(inside ? "Free: heap offset " + std::to_string(off) +
+                                            " is not a live allocation (double free?)"
+                                      : "Free: pointer " + Hex(a) + " is not in the symmetric heap");
+  }
+  return rt->alloc->Release(off);
+}
+
+CollectiveCounters* GetCollectiveCounters() {
+  Runtime* rt = CurrentRuntime();
+  return rt ? &rt->coll : nullptr;
+}
+
+Status CollectiveWorkspace(void** base) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt) return NotInit("CollectiveWorkspace");
+  *base = rt->sym_base;
+  return Status::OK();
+}
+
+void* Ptr(const void* local, int pe) {
+  Runtime* rt = CurrentRuntime();
+  if (!rt || pe < 0 || pe >= rt->nranks || !rt->peer_sym[pe]) return nullptr;
+  size_t off;
+  if (!SymOffset(rt, local, 0, "Ptr", &off).ok()) return nullptr;
+  return rt->peer_sym[pe] + off;
+}
+
+bool IsSymmetric(const void* p, size_t bytes) {
+  Runtime* rt = CurrentRuntime();
+  size_t off;
+  return rt && SymOffset(rt, p, bytes, "IsSymmetric", &off).ok();
+}
+
+}  // namespace hpshmem

@@ -1,0 +1,64 @@
+// This rank's segment (header + symmetric range) and what the ranks tell each
+// other about themselves at Init, before any transport is connected.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hpshmem/status.h"
+#include "net.h"
+#include "pe_header.h"
+
+namespace hpshmem {
+
+// A memfd of kHeaderBytes + heap_bytes, mapped at a kSegmentAlign-aligned
+// address. It has no name in /dev/shm or anywhere else, so nothing can leak
+// even after kill -9; the kernel frees it when the last mapping goes. The size
+// is sealed so that no peer can shrink it under another's mapping (SIGBUS).
+class LocalSegment {
+ public:
+  // Errors: kSystem.
+  static Status Create(size_t heap_bytes, int rank, int nranks, uint64_t job_id, std::unique_ptr<LocalSegment>* out);
+  ~LocalSegment();
+  LocalSegment(const LocalSegment&) = delete;
+  LocalSegment& operator=(const LocalSegment&) = delete;
+
+  uint8_t* base() const { return base_; }
+  size_t bytes() const { return bytes_; }
+  PeHeader* header() const { return reinterpret_cast<PeHeader*>(base_); }
+  int fd() const { return fd_.get(); }
+  // The descriptor is only needed until shared-memory peers have theirs.
+  void CloseFd() { fd_.Reset(); }
+
+ private:
+  LocalSegment() = default;
+  Fd fd_;
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Maps `fd` (`bytes` long) read-write at a kSegmentAlign-aligned address, or
+// returns MAP_FAILED.
+void* MapAligned(int fd, size_t bytes);
+
+// What a rank publishes about itself at Init (fixed size, exchanged through
+// the bootstrap).
+#pragma pack(push, 1)
+struct PeerCard {
+  char host_key[64];   // equal <=> same host: shared memory may connect the two
+  char sock_name[64];  // abstract Unix socket of the shared-memory transport
+  uint64_t heap_bytes;
+  int32_t pid;
+  uint32_t uid;
+  uint8_t force_ucx;   // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx on this rank: no shared memory with it
+};
+#pragma pack(pop)
+
+// The identity of this host: "id:<HYPER_PARALLEL_SHMEM_HOST_ID>" when set,
+// else boot id + network namespace (processes that can share memory and
+// reach each other's abstract sockets). Errors: kInvalidArgument (too long).
+Status HostKey(const std::string& host_id, std::string* out);
+
+}  // namespace hpshmem

@@ -1,0 +1,586 @@
+#include "ucx_transport.h"
+
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "copy.h"
+#include "log.h"
+#include "wait.h"
+
+namespace hpshmem {
+namespace {
+
+enum AmId : unsigned { kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply };
+
+#pragma pack(push, 1)
+struct SignalHdr {
+  uint64_t off;
+  int64_t value;
+  uint8_t type, op;
+};
+struct PutSignalHdr {
+  uint64_t off, sig_off;
+  int64_t value;
+  uint8_t type, op;
+};
+struct QuietHdr {
+  int32_t from;
+  uint64_t seq;
+};
+struct FetchHdr {
+  int32_t from;
+  uint64_t seq, off;
+  int64_t value;
+  uint8_t type, op;
+};
+struct FetchReplyHdr {
+  uint64_t seq;
+  int64_t old;
+};
+#pragma pack(pop)
+
+Status UcxError(const std::string& what, ucs_status_t st) {
+  return Status(Code::kSystem, "UCX " + what + ": " + ucs_status_string(st));
+}
+
+class Ucx final : public Transport {
+ public:
+  ~Ucx() override { Shutdown(); }
+  Status Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec);
+
+  const char* name() const override { return "ucx"; }
+  uint8_t* Segment(int) const override { return nullptr; }
+  Status Put(int pe, size_t off, const void* src, size_t bytes) override;
+  Status Get(int pe, void* dst, size_t off, size_t bytes) override;
+  Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
+  Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
+                   int64_t value) override;
+  Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
+  Status Quiet() override;
+  void Progress() override { ucp_worker_progress(worker_); }
+  void StartMonitor(std::function<void(int)> on_peer_lost) override;
+  void Shutdown() override;
+
+ private:
+  struct EpArg {
+    Ucx* self;
+    int pe;
+  };
+  static void OnEpError(void* arg, ucp_ep_h ep, ucs_status_t st);
+  static ucs_status_t OnSignal(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                               const ucp_am_recv_param_t* p);
+  static ucs_status_t OnPutSignal(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                  const ucp_am_recv_param_t* p);
+  static ucs_status_t OnQuietReq(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                 const ucp_am_recv_param_t* p);
+  static ucs_status_t OnQuietAck(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                 const ucp_am_recv_param_t* p);
+  static ucs_status_t OnFetch(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                              const ucp_am_recv_param_t* p);
+  static ucs_status_t OnFetchReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                   const ucp_am_recv_param_t* p);
+
+  // The status of a failed operation toward pe: PeerDead once its endpoint failed.
+  Status Fail(int pe, const char* what, ucs_status_t st);
+  // Completes `req` (progressing the worker on this thread).
+  Status Wait(ucs_status_ptr_t req, int pe, const char* what);
+  // Progresses until done() or the deadline / pe's failure.
+  template <class Done>
+  Status WaitFor(Done&& done, int pe, const char* what);
+  // Sends an eager active message and waits for local completion (the
+  // header and data may be reused on return). track: a message the target
+  // must have handled before Quiet returns.
+  Status Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
+              const char* what);
+  // Sends from a message handler: no waiting; the header must stay valid.
+  void Reply(int pe, unsigned id, const void* hdr, size_t hlen);
+  // Marker + echo to pe when it has tracked messages in flight.
+  Status QuietPeer(int pe);
+  Status StartQuiet(int pe, uint64_t* seq);
+  bool InSegment(uint64_t off, uint64_t len) const { return off <= bytes_ && len <= bytes_ - off; }
+  void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old = nullptr);
+  void Lost(int pe);
+  void ProgressLoop();
+
+  int rank_ = -1, nranks_ = 0;
+  double timeout_sec_ = 120;
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::vector<int> peers_;  // the ranks reached through UCX
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_mem_h memh_ = nullptr;
+  std::vector<ucp_ep_h> eps_;
+  std::vector<ucp_rkey_h> rkeys_;
+  std::vector<uint64_t> rbase_;  // each peer's segment address in its own process
+  std::vector<EpArg> ep_args_;
+  std::unique_ptr<std::atomic<uint8_t>[]> dirty_, failed_;
+  std::unique_ptr<std::atomic<uint64_t>[]> quiet_sent_, quiet_acked_;
+  std::vector<QuietHdr> ack_slot_;            // echoes in flight, one per peer (their seqs only grow)
+  std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
+  std::mutex fetch_mu_;                       // one fetch in flight per rank
+  std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
+  std::atomic<int64_t> fetch_old_{0};
+  Fd epfd_, wake_;
+  std::thread progress_;
+  std::atomic<bool> stopping_{false};
+  std::mutex lost_mu_;
+  std::function<void(int)> on_lost_;
+  std::vector<int> lost_early_;  // failures seen before StartMonitor
+  bool shut_ = false;
+};
+
+Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec) {
+  rank_ = boot->rank();
+  nranks_ = boot->nranks();
+  timeout_sec_ = timeout_sec;
+  base_ = seg->base();
+  bytes_ = seg->bytes();
+  for (int r = 0; r < nranks_; ++r)
+    if (remote[r]) peers_.push_back(r);
+  eps_.assign(nranks_, nullptr);
+  rkeys_.assign(nranks_, nullptr);
+  rbase_.assign(nranks_, 0);
+  ep_args_.resize(nranks_);
+  ack_slot_.resize(nranks_);
+  fetch_slot_.resize(nranks_);
+  dirty_.reset(new std::atomic<uint8_t>[nranks_]);
+  failed_.reset(new std::atomic<uint8_t>[nranks_]);
+  quiet_sent_.reset(new std::atomic<uint64_t>[nranks_]);
+  quiet_acked_.reset(new std::atomic<uint64_t>[nranks_]);
+  for (int r = 0; r < nranks_; ++r) {
+    dirty_[r] = 0;
+    failed_[r] = 0;
+    quiet_sent_[r] = 0;
+    quiet_acked_[r] = 0;
+    ep_args_[r] = {this, r};
+  }
+
+  ucp_config_t* cfg = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
+  if (st != UCS_OK) return UcxError("reading the configuration (UCX_* variables)", st);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  st = ucp_init(&params, cfg, &ctx_);
+  ucp_config_release(cfg);
+  if (st != UCS_OK) return UcxError("init", st);
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;  // application threads and the progress thread share it
+  if ((st = ucp_worker_create(ctx_, &wp, &worker_)) != UCS_OK) return UcxError("worker create", st);
+  ucp_worker_attr_t wa{};
+  wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+  if ((st = ucp_worker_query(worker_, &wa)) != UCS_OK) return UcxError("worker query", st);
+  if (wa.thread_mode != UCS_THREAD_MODE_MULTI)
+    return Status::Unsupported("this UCX build has no multi-threaded workers (built without thread support)");
+  const struct {
+    unsigned id;
+    ucp_am_recv_callback_t cb;
+  } handlers[] = {{kAmSignal, OnSignal},     {kAmPutSignal, OnPutSignal}, {kAmQuietReq, OnQuietReq},
+                  {kAmQuietAck, OnQuietAck}, {kAmFetch, OnFetch},         {kAmFetchReply, OnFetchReply}};
+  for (const auto& h : handlers) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = h.id;
+    hp.cb = h.cb;
+    hp.arg = this;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    if ((st = ucp_worker_set_am_recv_handler(worker_, &hp)) != UCS_OK) return UcxError("active message handler", st);
+  }
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = base_;
+  mp.length = bytes_;
+  if ((st = ucp_mem_map(ctx_, &mp, &memh_)) != UCS_OK)
+    return UcxError("registering the " + std::to_string(bytes_) + "-byte heap segment", st);
+
+  // One blob per rank: segment address, worker address, remote key.
+  void* rkey_buf = nullptr;
+  size_t rkey_len = 0;
+  if ((st = ucp_rkey_pack(ctx_, memh_, &rkey_buf, &rkey_len)) != UCS_OK) return UcxError("rkey pack", st);
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  if ((st = ucp_worker_get_address(worker_, &addr, &addr_len)) != UCS_OK) {
+    ucp_rkey_buffer_release(rkey_buf);
+    return UcxError("worker address", st);
+  }
+  std::string blob(16 + addr_len + rkey_len, '\0');
+  uint64_t lens[2] = {reinterpret_cast<uint64_t>(base_), static_cast<uint64_t>(addr_len)};
+  std::memcpy(blob.data(), lens, 16);
+  std::memcpy(blob.data() + 16, addr, addr_len);
+  std::memcpy(blob.data() + 16 + addr_len, rkey_buf, rkey_len);
+  ucp_worker_release_address(worker_, addr);
+  ucp_rkey_buffer_release(rkey_buf);
+  std::vector<std::string> all;
+  HPSHMEM_RETURN_IF_ERROR(boot->AllgatherV(blob.data(), blob.size(), &all));
+
+  // The progress thread runs from here on: connection set-up needs both sides.
+  epfd_.Reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  int efd = -1;
+  if ((st = ucp_worker_get_efd(worker_, &efd)) != UCS_OK) return UcxError("worker event fd", st);
+  if (!epfd_.valid() || !wake_.valid()) return Status::FromErrno("epoll/eventfd for the UCX progress thread");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = efd;
+  ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, efd, &ev);
+  ev.data.fd = wake_.get();
+  ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  progress_ = std::thread([this] { ProgressLoop(); });
+
+  for (int pe : peers_) {
+    const std::string& b = all[pe];
+    uint64_t hl[2];
+    if (b.size() < 16) return Status::Bootstrap("rank " + std::to_string(pe) + " sent no UCX address");
+    std::memcpy(hl, b.data(), 16);
+    if (hl[1] > b.size() - 16) return Status::Bootstrap("rank " + std::to_string(pe) + " sent a malformed UCX address");
+    rbase_[pe] = hl[0];
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(b.data() + 16);
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = OnEpError;
+    ep.err_handler.arg = &ep_args_[pe];
+    if ((st = ucp_ep_create(worker_, &ep, &eps_[pe])) != UCS_OK)
+      return UcxError("endpoint to rank " + std::to_string(pe), st);
+    if ((st = ucp_ep_rkey_unpack(eps_[pe], b.data() + 16 + hl[1], &rkeys_[pe])) != UCS_OK)
+      return UcxError("remote key of rank " + std::to_string(pe), st);
+  }
+  // A round trip to every peer: connections are up (or the failure is named) before Init returns.
+  for (int pe : peers_) dirty_[pe] = 1;
+  return Quiet();
+}
+
+// ---------------------------------------------------------------- completion
+
+Status Ucx::Fail(int pe, const char* what, ucs_status_t st) {
+  if (failed_[pe].load()) {
+    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) +
+                            ": the rank exited, was killed, or its connection was lost");
+  }
+  return UcxError(std::string(what) + " to rank " + std::to_string(pe), st);
+}
+
+template <class Done>
+Status Ucx::WaitFor(Done&& done, int pe, const char* what) {
+  Deadline dl(timeout_sec_);
+  for (unsigned i = 0; !done(); ++i) {
+    if (failed_[pe].load()) return Fail(pe, what, UCS_ERR_CONNECTION_RESET);
+    if (ucp_worker_progress(worker_)) continue;
+    if ((i & 255) == 0) {
+      if (dl.Expired()) {
+        return Status::Timeout("rank " + std::to_string(rank_) + ": " + what + " to rank " + std::to_string(pe) +
+                               " did not complete within " + Seconds(timeout_sec_) +
+                               " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
+      }
+      sched_yield();  // the progress thread may hold the worker
+    }
+  }
+  return Status::OK();
+}
+
+Status Ucx::Wait(ucs_status_ptr_t req, int pe, const char* what) {
+  if (req == nullptr) return Status::OK();
+  if (UCS_PTR_IS_ERR(req)) return Fail(pe, what, UCS_PTR_STATUS(req));
+  ucs_status_t st = UCS_INPROGRESS;
+  Status s = WaitFor([&] { return (st = ucp_request_check_status(req)) != UCS_INPROGRESS; }, pe, what);
+  if (!s.ok()) {
+    ucp_request_cancel(worker_, req);
+    ucp_request_free(req);  // released by UCX once the cancellation completes
+    return s;
+  }
+  ucp_request_free(req);
+  return st == UCS_OK ? Status::OK() : Fail(pe, what, st);
+}
+
+Status Ucx::Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
+                 const char* what) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, data, len, &p);
+  // Marked once queued on the endpoint, so a Quiet that clears the mark sends
+  // its marker behind this message.
+  if (track && !UCS_PTR_IS_ERR(req)) dirty_[pe].store(1, std::memory_order_release);
+  return Wait(req, pe, what);
+}
+
+void Ucx::Reply(int pe, unsigned id, const void* hdr, size_t hlen) {
+  if (!eps_[pe] || failed_[pe].load()) return;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, nullptr, 0, &p);
+  if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);  // UCX releases it on completion
+}
+
+Status Ucx::StartQuiet(int pe, uint64_t* seq) {
+  *seq = 0;
+  if (!dirty_[pe].exchange(0, std::memory_order_acq_rel)) return Status::OK();
+  *seq = quiet_sent_[pe].fetch_add(1) + 1;
+  QuietHdr h{rank_, *seq};
+  return Send(pe, kAmQuietReq, &h, sizeof h, nullptr, 0, false, "quiet");
+}
+
+Status Ucx::QuietPeer(int pe) {
+  uint64_t seq;
+  HPSHMEM_RETURN_IF_ERROR(StartQuiet(pe, &seq));
+  if (!seq) return Status::OK();
+  return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "quiet");
+}
+
+Status Ucx::Quiet() {
+  std::vector<std::pair<int, uint64_t>> pending;
+  for (int pe : peers_) {
+    uint64_t seq;
+    HPSHMEM_RETURN_IF_ERROR(StartQuiet(pe, &seq));
+    if (seq) pending.emplace_back(pe, seq);
+  }
+  for (auto [pe, seq] : pending) {
+    HPSHMEM_RETURN_IF_ERROR(
+        WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "quiet"));
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- verbs
+
+Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
+  HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // messages sent earlier land first
+  ucp_request_param_t p{};
+  HPSHMEM_RETURN_IF_ERROR(Wait(ucp_put_nbx(eps_[pe], src, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "put"));
+  // Remote completion: on return the bytes are at the target.
+  return Wait(ucp_ep_flush_nbx(eps_[pe], &p), pe, "put (flush)");
+}
+
+Status Ucx::Get(int pe, void* dst, size_t off, size_t bytes) {
+  HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // a get sees what this rank sent before it
+  ucp_request_param_t p{};
+  return Wait(ucp_get_nbx(eps_[pe], dst, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "get");
+}
+
+Status Ucx::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
+  SignalHdr h{off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, true, "signal");
+}
+
+Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                      SignalOp op, int64_t value) {
+  if (bytes > kAmPutSignalMax) {
+    HPSHMEM_RETURN_IF_ERROR(Put(pe, off, src, bytes));
+    return Signal(pe, sig_off, type, op, value);
+  }
+  PutSignalHdr h{off, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  return Send(pe, kAmPutSignal, &h, sizeof h, src, bytes, true, "put-with-signal");
+}
+
+Status Ucx::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
+  std::lock_guard<std::mutex> lk(fetch_mu_);
+  uint64_t seq = fetch_seq_.fetch_add(1) + 1;
+  FetchHdr h{rank_, seq, off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmFetch, &h, sizeof h, nullptr, 0, false, "atomic fetch"));
+  HPSHMEM_RETURN_IF_ERROR(
+      WaitFor([&] { return fetch_done_.load(std::memory_order_acquire) >= seq; }, pe, "atomic fetch"));
+  *old = fetch_old_.load(std::memory_order_acquire);
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- arrivals
+
+void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old) {
+  auto t = static_cast<SignalType>(type);
+  size_t w = static_cast<size_t>(type);
+  if ((t != SignalType::kInt32 && t != SignalType::kInt64) || !InSegment(off, w) || off % w || op > 1) {
+    HP_WARN("UCX: dropped a malformed signal (offset %llu, type %u, op %u)", static_cast<unsigned long long>(off),
+            type, op);
+    return;
+  }
+  int64_t o = ApplyAtomic(base_ + off, t, static_cast<SignalOp>(op), value);
+  if (old) *old = o;
+  Notify(reinterpret_cast<PeHeader*>(base_));
+}
+
+ucs_status_t Ucx::OnSignal(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  SignalHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  static_cast<Ucx*>(arg)->ApplyAndNotify(h.off, h.type, h.op, h.value);
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnPutSignal(void* arg, const void* hdr, size_t hlen, void* data, size_t len,
+                              const ucp_am_recv_param_t* p) {
+  auto* self = static_cast<Ucx*>(arg);
+  PutSignalHdr h;
+  if (hlen != sizeof h || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    HP_WARN("UCX: dropped a malformed put-with-signal");
+    return UCS_OK;
+  }
+  std::memcpy(&h, hdr, sizeof h);
+  if (!self->InSegment(h.off, len)) {
+    HP_WARN("UCX: dropped a put-with-signal outside the heap");
+    return UCS_OK;
+  }
+  std::memcpy(self->base_ + h.off, data, len);
+  StoreFence();
+  self->ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnQuietReq(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  QuietHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
+  // Everything the sender sent before the marker has been handled: echo it.
+  self->ack_slot_[h.from] = QuietHdr{self->rank_, h.seq};
+  self->Reply(h.from, kAmQuietAck, &self->ack_slot_[h.from], sizeof h);
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnQuietAck(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  QuietHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
+  std::atomic<uint64_t>& acked = self->quiet_acked_[h.from];
+  uint64_t cur = acked.load();
+  while (cur < h.seq && !acked.compare_exchange_weak(cur, h.seq)) {
+  }
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnFetch(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  FetchHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
+  int64_t old = 0;
+  self->ApplyAndNotify(h.off, h.type, h.op, h.value, &old);
+  self->fetch_slot_[h.from] = FetchReplyHdr{h.seq, old};
+  self->Reply(h.from, kAmFetchReply, &self->fetch_slot_[h.from], sizeof(FetchReplyHdr));
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnFetchReply(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  FetchReplyHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  self->fetch_old_.store(h.old, std::memory_order_relaxed);
+  self->fetch_done_.store(h.seq, std::memory_order_release);
+  return UCS_OK;
+}
+
+// ---------------------------------------------------------------- progress and failure
+
+void Ucx::ProgressLoop() {
+  epoll_event ev[4];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    while (ucp_worker_progress(worker_)) {
+    }
+    ucs_status_t st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY) continue;  // more arrived meanwhile
+    if (st != UCS_OK) {
+      HP_WARN("UCX: worker arm failed (%s); polling every millisecond", ucs_status_string(st));
+      ::usleep(1000);
+      continue;
+    }
+    // Asleep until the network or Shutdown has something: no CPU when idle.
+    ::epoll_wait(epfd_.get(), ev, 4, -1);
+  }
+}
+
+void Ucx::OnEpError(void* arg, ucp_ep_h, ucs_status_t st) {
+  auto* a = static_cast<EpArg*>(arg);
+  HP_DEBUG("UCX: endpoint to rank %d failed: %s", a->pe, ucs_status_string(st));
+  a->self->Lost(a->pe);
+}
+
+void Ucx::Lost(int pe) {
+  if (failed_[pe].exchange(1)) return;
+  std::lock_guard<std::mutex> lk(lost_mu_);
+  if (on_lost_) on_lost_(pe);
+  else lost_early_.push_back(pe);
+}
+
+void Ucx::StartMonitor(std::function<void(int)> on_peer_lost) {
+  std::lock_guard<std::mutex> lk(lost_mu_);
+  on_lost_ = std::move(on_peer_lost);
+  for (int pe : lost_early_) on_lost_(pe);
+  lost_early_.clear();
+}
+
+void Ucx::Shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  if (progress_.joinable()) {
+    stopping_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    ssize_t w = ::write(wake_.get(), &one, sizeof one);
+    (void)w;
+    progress_.join();
+  }
+  for (auto& rk : rkeys_) {
+    if (rk) ucp_rkey_destroy(rk);
+    rk = nullptr;
+  }
+  // Force-close: every rank has passed the final barrier, nothing is owed.
+  std::vector<ucs_status_ptr_t> closing;
+  for (auto& ep : eps_) {
+    if (!ep) continue;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+    ep = nullptr;
+  }
+  Deadline dl(2.0);
+  for (ucs_status_ptr_t r : closing) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && !dl.Expired()) ucp_worker_progress(worker_);
+    ucp_request_free(r);
+  }
+  if (memh_) ucp_mem_unmap(ctx_, memh_);
+  memh_ = nullptr;
+  if (worker_) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  if (ctx_) ucp_cleanup(ctx_);
+  ctx_ = nullptr;
+  epfd_.Reset();
+  wake_.Reset();
+}
+
+}  // namespace
+
+Status UcxTransport::Create(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec,
+                            std::unique_ptr<Transport>* out) {
+  bool any = false;
+  for (bool r : remote) any |= r;
+  if (!any) {  // still take part in the exchange the other ranks make
+    std::vector<std::string> all;
+    return boot->AllgatherV(nullptr, 0, &all);
+  }
+  auto t = std::make_unique<Ucx>();
+  Status s = t->Setup(boot, seg, remote, timeout_sec);
+  if (!s.ok()) return s;  // ~Ucx releases what was set up
+  *out = std::move(t);
+  return Status::OK();
+}
+
+}  // namespace hpshmem
