@@ -109,6 +109,12 @@ NB_MODULE(_hpshmem, m) {
     return nb::bytes(reinterpret_cast<const char*>(id.bytes), hpshmem::kUniqueIdBytes);
   }, nb::arg("host") = "", "Opens rank 0's bootstrap listener here; returns the 128-byte unique id.");
 
+  m.def("local_address_toward", [](const std::string& host) {
+    std::string out;
+    Check(hpshmem::LocalAddressToward(host, &out));
+    return out;
+  }, nb::arg("host"), "This host's address on the route toward `host` (nothing is sent).");
+
   m.def("init", [](int rank, int nranks, nb::object unique_id, const std::string& endpoint, size_t heap_bytes,
                    double timeout_sec, int block_dim) {
     hpshmem::InitAttr a;
@@ -142,6 +148,11 @@ NB_MODULE(_hpshmem, m) {
   }, nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
   m.def("free", [](uintptr_t addr) { NoGil([&] { return hpshmem::Free(P(addr)); }); });
   m.def("ptr", [](uintptr_t addr, int pe) { return reinterpret_cast<uintptr_t>(hpshmem::Ptr(P(addr), pe)); });
+  m.def("peer_transport", [](int pe) {
+    const char* t = hpshmem::PeerTransport(pe);
+    if (!t) Raise(Status::InvalidArgument("peer_transport: rank " + std::to_string(pe) + " is out of range"));
+    return std::string(t);
+  }, "How this rank reaches rank `pe`: \"self\", \"shm\" or \"ucx\".");
   m.def("workspace", [] {
     void* p = nullptr;
     Check(hpshmem::CollectiveWorkspace(&p));

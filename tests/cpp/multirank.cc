@@ -74,6 +74,7 @@ bool ReadFull(int fd, void* buf, size_t n) {
                             const JobOptions& opts) {
   for (auto& [k, v] : LayoutEnv(rank, nranks)) setenv(k.c_str(), v.c_str(), 1);
   for (auto& [k, v] : opts.env) setenv(k.c_str(), v.c_str(), 1);
+  if (opts.before_init) opts.before_init(rank, nranks);
   if (!opts.init) {
     body(rank, nranks);
     _exit(0);

@@ -24,6 +24,7 @@ struct JobOptions {
   bool finalize = true;
   int spawn = -1;               // ranks actually started (default: all)
   std::vector<std::pair<std::string, std::string>> env;  // set in every child
+  std::function<void(int, int)> before_init;              // (rank, nranks), in the child, before Init
   // Runs in the parent once rank 0 published its unique id, before the
   // other ranks start.
   std::function<void(const hpshmem::UniqueId&)> on_unique_id;

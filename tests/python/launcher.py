@@ -67,9 +67,30 @@ class JobResult:
         return "\n".join(parts)
 
 
+LAYOUTS = ("shm", "hosts", "ucx")
+
+
+def layout_env(layout: str, rank: int, world: int) -> dict:
+    """Variables that place rank `rank` under `layout`: "shm" (one host, shared memory), "hosts" (two
+    simulated hosts, the first half of the ranks on host0; UCX over TCP on loopback between them) or
+    "ucx" (one host, UCX between every pair)."""
+    if layout == "shm":
+        return {}
+    env = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}  # loopback only
+    if layout == "hosts":
+        env["HYPER_PARALLEL_SHMEM_HOST_ID"] = f"host{rank * 2 // world}"
+    elif layout == "ucx":
+        env["HYPER_PARALLEL_SHMEM_TRANSPORT"] = "ucx"
+    else:
+        raise ValueError(f"layout {layout!r} is not one of {LAYOUTS}")
+    return env
+
+
 def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env: dict | None = None,
-            kwargs: dict | None = None, dist: bool = True, framework: str = "torch") -> JobResult:
-    """Start `world` ranks of `framework` running `fn` from `module_file`; kill all after `timeout` s."""
+            kwargs: dict | None = None, dist: bool = True, framework: str = "torch",
+            layout: str = "shm") -> JobResult:
+    """Start `world` ranks of `framework` running `fn` from `module_file` with the ranks placed by
+    `layout` (see layout_env); kill all after `timeout` s."""
     port = free_port()
     penv = dict(os.environ)
     penv["HP_TEST_FRAMEWORK"] = framework
@@ -88,7 +109,7 @@ def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env:
     procs = []
     t0 = time.monotonic()
     for r in range(world):
-        renv = dict(penv, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
+        renv = dict(penv, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), **layout_env(layout, r, world))
         if framework == "mindspore":
             renv.update(RANK_ID=str(r), RANK_SIZE=str(world), MS_NODE_ID=str(r))
         procs.append(subprocess.Popen(

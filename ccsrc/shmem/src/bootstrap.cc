@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "log.h"
+#include "segment.h"
 #include "siphash.h"
 
 namespace hpshmem {
@@ -32,6 +33,7 @@ struct UidWire {
   uint64_t job_id;
   uint8_t secret[16];
   char host[64];
+  uint64_t root_machine;
 };
 struct Challenge {
   uint32_t magic;
@@ -109,6 +111,7 @@ void EncodeUniqueId(const UniqueIdFields& f, UniqueId* out) {
   w.job_id = f.job_id;
   std::memcpy(w.secret, f.secret, 16);
   std::strncpy(w.host, f.host.c_str(), sizeof w.host - 1);
+  w.root_machine = f.root_machine;
   std::memcpy(out->bytes, &w, sizeof w);
 }
 
@@ -125,6 +128,7 @@ Status DecodeUniqueId(const UniqueId& id, UniqueIdFields* out) {
   out->job_id = w.job_id;
   out->has_secret = w.has_secret != 0;
   std::memcpy(out->secret, w.secret, 16);
+  out->root_machine = w.root_machine;
   if (out->host.empty() || out->port == 0) return Status::InvalidArgument("unique id has no address");
   return Status::OK();
 }
@@ -140,6 +144,7 @@ Status GetUniqueId(UniqueId* out, const std::string& host_in) {
   UniqueIdFields f;
   f.host = host;
   f.has_secret = true;
+  f.root_machine = MachineHash();
   HPSHMEM_RETURN_IF_ERROR(RandomBytes(f.secret, 16));
   HPSHMEM_RETURN_IF_ERROR(RandomBytes(&f.job_id, 8));
   Fd listener;
@@ -166,6 +171,7 @@ Status ResolveBootstrap(const InitAttr& attr, const std::string& endpoint, const
     p->job_id = f.job_id;
     p->has_secret = f.has_secret;
     std::memcpy(p->secret, f.secret, 16);
+    p->root_machine = f.root_machine;
     std::lock_guard<std::mutex> lk(g_pending_mu);
     if (attr.rank == 0) {
       if (!g_pending_listener.valid() || g_pending_job != f.job_id) {
@@ -315,10 +321,25 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
   return Status::OK();
 }
 
+uint64_t MachineHash() {
+  std::string key;
+  (void)HostKey("", &key);
+  uint8_t zero[16] = {};
+  uint64_t h = SipHash24(zero, key.data(), key.size());
+  return h ? h : 1;
+}
+
 Status Bootstrap::RunClient(const BootstrapParams& p) {
   Deadline dl(timeout_sec_);
   conns_.resize(1);
   std::string root = "rank 0 (bootstrap " + p.host + ":" + std::to_string(p.port) + ")";
+  if (p.root_machine && IsLoopbackHost(p.host) && p.root_machine != MachineHash()) {
+    // Its loopback is not ours: connecting would reach nobody, or a stranger.
+    return Status::Bootstrap("rank " + std::to_string(rank_) + ": rank 0 runs on another machine but advertised "
+                             "the loopback address " + p.host + "; set HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST on rank 0 "
+                             "to an address the other hosts can reach (or MASTER_ADDR / MS_SCHED_HOST to the "
+                             "rendezvous host, whose route picks it)");
+  }
   Fd fd;
   HPSHMEM_RETURN_IF_ERROR(ConnectTcp(p.host, p.port, dl, &fd));
   Challenge ch;

@@ -34,6 +34,7 @@ struct BootstrapParams {
   bool has_secret = false;
   uint8_t secret[16] = {};
   double timeout_sec = 120;
+  uint64_t root_machine = 0;  // MachineHash() of rank 0 (unique-id path; 0 when unknown)
 };
 
 // Resolves the rendezvous of `attr` (unique id or endpoint) into params.
@@ -83,7 +84,12 @@ struct UniqueIdFields {
   uint64_t job_id = 0;
   bool has_secret = false;
   uint8_t secret[16] = {};
+  uint64_t root_machine = 0;  // MachineHash() where the listener runs
 };
+// A hash of this machine's identity (boot id + network namespace; never the
+// HYPER_PARALLEL_SHMEM_HOST_ID override): equal <=> a loopback address means
+// the same listener.
+uint64_t MachineHash();
 void EncodeUniqueId(const UniqueIdFields& f, UniqueId* out);
 Status DecodeUniqueId(const UniqueId& id, UniqueIdFields* out);
 

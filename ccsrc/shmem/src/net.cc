@@ -1,5 +1,7 @@
 #include "net.h"
 
+#include "hpshmem/hpshmem.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -184,6 +186,38 @@ Status ListenTcp(const std::string& host, int port, Fd* out, int* bound_port) {
   }
   freeaddrinfo(res);
   return last;
+}
+
+Status LocalAddressToward(const std::string& host, std::string* out) {
+  addrinfo* res = nullptr;
+  HPSHMEM_RETURN_IF_ERROR(Resolve(host, 9, false, &res));
+  Status last = Status::InvalidArgument("no address for '" + host + "'");
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    // A datagram socket's connect() only picks a route and a source address:
+    // nothing is sent.
+    Fd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      last = Status::FromErrno("no route toward '" + host + "'");
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof ss;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl) != 0 ||
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), sl, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) != 0) {
+      last = Status::FromErrno("getsockname toward '" + host + "'");
+      continue;
+    }
+    *out = buf;
+    freeaddrinfo(res);
+    return Status::OK();
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 Status ConnectTcp(const std::string& host, int port, const Deadline& dl, Fd* out) {

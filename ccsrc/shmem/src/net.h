@@ -68,4 +68,8 @@ Status ConnectTcp(const std::string& host, int port, const Deadline& dl, Fd* out
 
 void SetNoDelay(int fd);
 
+// LocalAddressToward (hpshmem.h) lives in net.cc too.
+// True for "localhost", 127.0.0.0/8 and ::1.
+bool IsLoopbackHost(const std::string& host);
+
 }  // namespace hpshmem

@@ -199,6 +199,12 @@ Status Finalize() {
   // leaves it; closing endpoints then would drop them. Once every rank is
   // here, nothing is owed to anyone.
   if (s.ok() && rt->ucx) s = rt->boot->Barrier();
+  if (!s.ok() && rt->ucx && rt->lost_count.load() > 0) {
+    std::vector<int> lost;
+    for (int r = 0; r < rt->nranks; ++r)
+      if (rt->peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive)) lost.push_back(r);
+    rt->ucx->Leave(lost);
+  }
   g_rt.store(nullptr, std::memory_order_release);
   Release(rt);
   delete rt;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "hpshmem/hpshmem.h"
 
@@ -46,6 +47,10 @@ class Transport {
   // Gives the transport a chance to handle incoming work on the caller's
   // thread (waits call it while they spin). Cheap when there is none.
   virtual void Progress() {}
+
+  // This rank leaves a job in which `lost` ranks died: tell the peers, so
+  // that they name those ranks rather than this one, whose connections close.
+  virtual void Leave(const std::vector<int>& lost) {}
 
   // Starts watching the peers; `on_peer_lost(pe)` runs (on a transport
   // thread) when a peer's process or its connection goes away.

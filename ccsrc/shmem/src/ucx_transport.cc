@@ -18,7 +18,7 @@
 namespace hpshmem {
 namespace {
 
-enum AmId : unsigned { kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply };
+enum AmId : unsigned { kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave };
 
 #pragma pack(push, 1)
 struct SignalHdr {
@@ -66,6 +66,7 @@ class Ucx final : public Transport {
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
   Status Quiet() override;
   void Progress() override { ucp_worker_progress(worker_); }
+  void Leave(const std::vector<int>& lost) override;
   void StartMonitor(std::function<void(int)> on_peer_lost) override;
   void Shutdown() override;
 
@@ -87,6 +88,8 @@ class Ucx final : public Transport {
                               const ucp_am_recv_param_t* p);
   static ucs_status_t OnFetchReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                    const ucp_am_recv_param_t* p);
+  static ucs_status_t OnLeave(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                              const ucp_am_recv_param_t* p);
 
   // The status of a failed operation toward pe: PeerDead once its endpoint failed.
   Status Fail(int pe, const char* what, ucs_status_t st);
@@ -187,7 +190,8 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
     unsigned id;
     ucp_am_recv_callback_t cb;
   } handlers[] = {{kAmSignal, OnSignal},     {kAmPutSignal, OnPutSignal}, {kAmQuietReq, OnQuietReq},
-                  {kAmQuietAck, OnQuietAck}, {kAmFetch, OnFetch},         {kAmFetchReply, OnFetchReply}};
+                  {kAmQuietAck, OnQuietAck}, {kAmFetch, OnFetch},         {kAmFetchReply, OnFetchReply},
+                  {kAmLeave, OnLeave}};
   for (const auto& h : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -487,7 +491,33 @@ ucs_status_t Ucx::OnFetchReply(void* arg, const void* hdr, size_t hlen, void*, s
   return UCS_OK;
 }
 
+ucs_status_t Ucx::OnLeave(void* arg, const void* hdr, size_t hlen, void* data, size_t len,
+                          const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  int32_t from;
+  if (hlen != sizeof from || len % sizeof(int32_t)) return UCS_OK;
+  std::memcpy(&from, hdr, sizeof from);
+  // The dead ranks first: they are the cause; the leaver is only a consequence.
+  for (size_t i = 0; i < len / sizeof(int32_t); ++i) {
+    int32_t r;
+    std::memcpy(&r, static_cast<const char*>(data) + i * sizeof r, sizeof r);
+    if (r >= 0 && r < self->nranks_ && r != self->rank_) self->Lost(r);
+  }
+  if (from >= 0 && from < self->nranks_) self->Lost(from);
+  return UCS_OK;
+}
+
 // ---------------------------------------------------------------- progress and failure
+
+void Ucx::Leave(const std::vector<int>& lost) {
+  std::vector<int32_t> list(lost.begin(), lost.end());
+  int32_t me = rank_;
+  for (int pe : peers_) {
+    if (failed_[pe].load()) continue;
+    // Best effort, bounded: the peer may be gone too.
+    (void)Send(pe, kAmLeave, &me, sizeof me, list.data(), list.size() * sizeof(int32_t), false, "leave");
+  }
+}
 
 void Ucx::ProgressLoop() {
   epoll_event ev[4];

@@ -25,7 +25,8 @@ raises :class:`ShmemValueError` (a ``ValueError``) or :class:`ShmemTypeError` (a
 raise a subclass of :class:`ShmemError` carrying ``.code``: :class:`ShmemTimeoutError`
 (also a ``TimeoutError``), :class:`PeerDeadError`, :class:`HeapExhaustedError` (also
 a ``MemoryError``), :class:`InvalidFreeError`, :class:`CollectiveMismatchError`,
-:class:`BootstrapError`, :class:`NotInitializedError`.
+:class:`BootstrapError`, :class:`NotInitializedError`, :class:`ShmemUnsupportedError` (also a
+``NotImplementedError``: valid, but not possible here, e.g. a direct view of a rank on another host).
 
 Environment: ``SYMMETRIC_MEMORY_HEAP_SIZE`` (bytes, k/m/g suffixes, default 1g),
 ``HYPER_PARALLEL_SHMEM_TIMEOUT_SEC`` (default 120), ``HYPER_PARALLEL_SHMEM_BLOCK_DIM``
@@ -38,6 +39,7 @@ from __future__ import annotations
 import bisect
 import json
 import operator
+import os
 import threading
 import weakref
 
@@ -55,6 +57,7 @@ InvalidFreeError = _C.InvalidFreeError
 CollectiveMismatchError = _C.CollectiveMismatchError
 BootstrapError = _C.BootstrapError
 NotInitializedError = _C.NotInitializedError
+ShmemUnsupportedError = _C.ShmemUnsupportedError
 
 SIGNAL_SET, SIGNAL_ADD = 0, 1
 CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = 0, 1, 2, 3, 4, 5
@@ -78,7 +81,7 @@ __all__ = [
     "get_world_size", "finalize", "debug_state", "shmem_allgather", "shmem_alltoall",
     "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "ShmemError", "ShmemValueError", "ShmemTypeError",
     "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
-    "CollectiveMismatchError", "BootstrapError", "NotInitializedError",
+    "CollectiveMismatchError", "BootstrapError", "NotInitializedError", "ShmemUnsupportedError",
 ]
 
 
@@ -143,6 +146,16 @@ class _State:
 _state = _State()
 
 
+def _bootstrap_host() -> str:
+    """Where rank 0's bootstrap listener binds and what it advertises: HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST
+    when set, else this host's address on the route toward the framework's rendezvous host (torch's
+    MASTER_ADDR, msrun's MS_SCHED_HOST), which the other hosts reach it from; "" (loopback) otherwise."""
+    if os.environ.get("HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST"):
+        return ""  # the runtime reads it
+    toward = os.environ.get("MASTER_ADDR") or os.environ.get("MS_SCHED_HOST")
+    return _C.local_address_toward(toward) if toward else ""
+
+
 def _ensure_init():
     if _state.world:
         return
@@ -151,7 +164,7 @@ def _ensure_init():
             _state.world = _C.n_pes()
             return
         timeout = _C.environment_settings()["timeout_sec"]
-        rank, world, uid, endpoint = _handler.rendezvous_info(_C.get_unique_id, timeout)
+        rank, world, uid, endpoint = _handler.rendezvous_info(lambda: _C.get_unique_id(_bootstrap_host()), timeout)
         _C.init(rank, world, uid, endpoint)
         _state.world = _C.n_pes()
 
@@ -660,14 +673,16 @@ class SymmetricMemoryHandle:
 
     @property
     def buffer_ptrs(self):
-        """Address of this tensor's copy on every rank, as mapped in this process."""
-        return [_C.ptr(self._addr, p) for p in range(self.world_size)]
+        """Address of this tensor's copy on every rank, as mapped in this process; None for a rank
+        that is not load/store reachable (on another host, or under HYPER_PARALLEL_SHMEM_TRANSPORT=ucx)."""
+        return [_C.ptr(self._addr, p) or None for p in range(self.world_size)]
 
     def get_buffer(self, peer: int, shape, dtype=None, storage_offset: int = 0):
         """A zero-copy tensor over `peer`'s copy of the memory, starting `storage_offset`
         elements (of `dtype`) into it. Loads and stores on it reach the peer directly.
 
-        Raises: ShmemValueError when the view would leave the allocation.
+        Raises: ShmemValueError when the view would leave the allocation; ShmemUnsupportedError when
+        `peer` is not load/store reachable (another host: use shmem_put/shmem_get instead).
         """
         p = _rank(peer, "peer")
         if dtype is None:
@@ -684,7 +699,12 @@ class SymmetricMemoryHandle:
                                f"{self._alloc.nbytes}-byte allocation")
         if self._alloc.addr not in _state.allocs:
             raise _value_error("the tensor behind this handle was freed")
-        t = _handler.wrap(_C.ptr(self._alloc.addr, p) + begin, numel * itemsize, shape, dtype)
+        base = _C.ptr(self._alloc.addr, p)
+        if not base:
+            raise ShmemUnsupportedError(
+                f"rank {p} is reached through {_C.peer_transport(p)}, not shared memory: it has no direct "
+                "view here; use shmem_put/shmem_get")
+        t = _handler.wrap(base + begin, numel * itemsize, shape, dtype)
         self._alloc.tensors.append(weakref.ref(t))
         return t
 

@@ -38,6 +38,11 @@ struct UniqueId {
 // Errors: kSystem (socket calls), kInvalidArgument (bad host).
 Status GetUniqueId(UniqueId* out, const std::string& host = "");
 
+// The numeric address of this host's interface that routes toward `host`:
+// what rank 0 should advertise to ranks that reach it from there (e.g. the
+// framework's rendezvous host). Sends nothing. Errors: kInvalidArgument, kSystem.
+Status LocalAddressToward(const std::string& host, std::string* out);
+
 // ---------------------------------------------------------------- lifecycle
 
 struct InitAttr {
@@ -54,6 +59,8 @@ struct InitAttr {
 };
 
 // Collective. Connects the ranks, creates and maps the heaps. Fails (no hang)
+// — at once with kBootstrap when the unique id advertises a loopback address
+// of another machine —
 // with kBootstrap/kTimeout naming the missing ranks when a rank does not show
 // up within the timeout. Ranks of one host (boot id + network namespace, or
 // $HYPER_PARALLEL_SHMEM_HOST_ID) share memory; other pairs, or every pair
