@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "bootstrap.h"
@@ -179,4 +180,37 @@ TEST(Bootstrap, AllgatherAndBarrierOfSmallBlobs) {
     RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Bootstrap, LoopbackIdFromAnotherMachineFailsAtOnce) {
+  // Rank 0 "ran elsewhere" (another machine hash) yet advertised 127.0.0.1: a rank here must
+  // not dial its own loopback and wait out the timeout.
+  hpshmem::UniqueIdFields f;
+  f.host = "127.0.0.1";
+  f.port = 9;
+  f.job_id = 42;
+  f.root_machine = hpshmem::MachineHash() + 1;
+  hpshmem::UniqueId id;
+  hpshmem::EncodeUniqueId(f, &id);
+  hpshmem::InitAttr a;
+  a.rank = 1;
+  a.nranks = 2;
+  a.unique_id = &id;
+  a.timeout_sec = 30;
+  auto t0 = std::chrono::steady_clock::now();
+  hpshmem::Status s = hpshmem::Init(a);
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.code(), Code::kBootstrap) << s.ToString();
+  EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST"), std::string::npos) << s.message();
+  EXPECT_LT(dt, 1.0);
+  EXPECT_FALSE(hpshmem::IsInitialized());
+}
+
+TEST(Bootstrap, AdvertisedAddressFollowsTheRouteToTheRendezvousHost) {
+  std::string a;
+  ASSERT_TRUE(hpshmem::LocalAddressToward("127.0.0.1", &a).ok());
+  EXPECT_EQ(a, "127.0.0.1");
+  ASSERT_TRUE(hpshmem::LocalAddressToward("localhost", &a).ok());
+  EXPECT_TRUE(hpshmem::IsLoopbackHost(a)) << a;
+  EXPECT_EQ(hpshmem::LocalAddressToward("no-such-host.invalid", &a).code(), Code::kInvalidArgument);
 }

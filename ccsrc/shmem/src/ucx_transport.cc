@@ -20,6 +20,8 @@ namespace {
 
 enum AmId : unsigned { kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave };
 
+constexpr uint8_t kNoSignal = 0;  // PutSignalHdr::type of a plain put
+
 #pragma pack(push, 1)
 struct SignalHdr {
   uint64_t off;
@@ -30,6 +32,8 @@ struct PutSignalHdr {
   uint64_t off, sig_off;
   int64_t value;
   uint8_t type, op;
+  int32_t from;
+  uint64_t echo;  // nonzero: answer with a quiet echo of this number once handled
 };
 struct QuietHdr {
   int32_t from;
@@ -50,6 +54,8 @@ struct FetchReplyHdr {
 Status UcxError(const std::string& what, ucs_status_t st) {
   return Status(Code::kSystem, "UCX " + what + ": " + ucs_status_string(st));
 }
+
+constexpr auto kProgressLinger = std::chrono::microseconds(50);
 
 class Ucx final : public Transport {
  public:
@@ -105,6 +111,8 @@ class Ucx final : public Transport {
               const char* what);
   // Sends from a message handler: no waiting; the header must stay valid.
   void Reply(int pe, unsigned id, const void* hdr, size_t hlen);
+  // Answers a quiet marker (or a put asking for it) from rank `to`.
+  void Echo(int to, uint64_t seq);
   // Marker + echo to pe when it has tracked messages in flight.
   Status QuietPeer(int pe);
   Status StartQuiet(int pe, uint64_t* seq);
@@ -362,6 +370,17 @@ Status Ucx::Quiet() {
 // ---------------------------------------------------------------- verbs
 
 Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
+  if (bytes <= kAmPutSignalMax) {
+    // One message (in order behind everything sent before), then the quiet
+    // echo: a round trip, where an emulated put's flush costs several.
+    // The message asks for the quiet echo itself, which also covers
+    // everything sent to pe before it (messages are handled in order).
+    dirty_[pe].store(0, std::memory_order_release);
+    uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
+    PutSignalHdr h{off, 0, 0, kNoSignal, 0, rank_, seq};
+    HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmPutSignal, &h, sizeof h, src, bytes, false, "put"));
+    return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "put");
+  }
   HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // messages sent earlier land first
   ucp_request_param_t p{};
   HPSHMEM_RETURN_IF_ERROR(Wait(ucp_put_nbx(eps_[pe], src, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "put"));
@@ -386,7 +405,7 @@ Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t 
     HPSHMEM_RETURN_IF_ERROR(Put(pe, off, src, bytes));
     return Signal(pe, sig_off, type, op, value);
   }
-  PutSignalHdr h{off, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  PutSignalHdr h{off, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0};
   return Send(pe, kAmPutSignal, &h, sizeof h, src, bytes, true, "put-with-signal");
 }
 
@@ -438,8 +457,11 @@ ucs_status_t Ucx::OnPutSignal(void* arg, const void* hdr, size_t hlen, void* dat
     return UCS_OK;
   }
   std::memcpy(self->base_ + h.off, data, len);
-  StoreFence();
-  self->ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  if (h.type != kNoSignal) {
+    StoreFence();
+    self->ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  }
+  if (h.echo) self->Echo(h.from, h.echo);
   return UCS_OK;
 }
 
@@ -449,10 +471,15 @@ ucs_status_t Ucx::OnQuietReq(void* arg, const void* hdr, size_t hlen, void*, siz
   if (hlen != sizeof h) return UCS_OK;
   std::memcpy(&h, hdr, sizeof h);
   if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
-  // Everything the sender sent before the marker has been handled: echo it.
-  self->ack_slot_[h.from] = QuietHdr{self->rank_, h.seq};
-  self->Reply(h.from, kAmQuietAck, &self->ack_slot_[h.from], sizeof h);
+  self->Echo(h.from, h.seq);
   return UCS_OK;
+}
+
+void Ucx::Echo(int to, uint64_t seq) {
+  // Everything `to` sent before the message carrying `seq` has been handled.
+  if (to < 0 || to >= nranks_) return;
+  ack_slot_[to] = QuietHdr{rank_, seq};
+  Reply(to, kAmQuietAck, &ack_slot_[to], sizeof(QuietHdr));
 }
 
 ucs_status_t Ucx::OnQuietAck(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
@@ -522,7 +549,19 @@ void Ucx::Leave(const std::vector<int>& lost) {
 void Ucx::ProgressLoop() {
   epoll_event ev[4];
   while (!stopping_.load(std::memory_order_acquire)) {
-    while (ucp_worker_progress(worker_)) {
+    // A burst (a large put is many fragments) keeps coming: after more than
+    // one event, poll on for a short while before paying for a sleep and a
+    // wake-up per fragment. A single message (a signal) goes straight back
+    // to sleep, leaving the worker to the application threads. Idle, this
+    // costs nothing.
+    unsigned events = 0;
+    while (ucp_worker_progress(worker_)) ++events;
+    if (events > 1) {
+      auto last = Clock::now();
+      while (Clock::now() - last < kProgressLinger) {
+        if (ucp_worker_progress(worker_)) last = Clock::now();
+        else sched_yield();
+      }
     }
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;  // more arrived meanwhile
