@@ -36,6 +36,7 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --repeat 1 --out bench-results/collectives_4ranks.json
 	$(PY) benchmarks/bench_adapters.py --repeat 3 --out bench-results/adapters.json
 	$(PY) benchmarks/bench_hosts.py --repeat 2 --out bench-results/hosts.json
+	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json
 	$(PY) benchmarks/report.py bench-results
 
 demo: install

@@ -1,12 +1,16 @@
 """Collectives and fused ops beside torch.distributed gloo and Open MPI (mpi4py), in one run.
 
-    python benchmarks/bench_collectives.py [--ranks 2] [--quick] [--out bench-results/collectives.json]
+    python benchmarks/bench_collectives.py [--ranks 2] [--quick] [--hosts] [--out bench-results/collectives.json]
 
 For per-rank sizes from 8 B to 64 MiB: our shmem_allgather / shmem_alltoall vs gloo
 all_gather_into_tensor / all_to_all_single vs Open MPI Allgather / Alltoall (started here
 with mpirun; its figures are merged into the same JSON). Then the fused ops on the RFC's
 shapes (m_local 512, k 1024, n 2048; fp32 and bf16) vs the unfused sequences: gloo
 all-gather + matmul, matmul + gloo reduce-scatter, and our own collectives + matmul.
+
+--hosts puts the first half of our ranks on one simulated host and the rest on another
+(HYPER_PARALLEL_SHMEM_HOST_ID; UCX over TCP on loopback between them) and runs Open MPI on its TCP
+transport on loopback (btl tcp,self): both sides then cross the same wire.
 
 Every figure is the median over timed batches of back-to-back calls, as seen by rank 0
 (each batch starts after a barrier). Our run and Open MPI's alternate --repeat times and each
@@ -52,7 +56,12 @@ def _median_time(fn, barrier, budget, bcast, min_batches=3, max_batches=50):
 
 
 # ----------------------------------------------------------------------------- ours + gloo
-def _worker(rank, world, port, sizes, quick, result_file):
+HOSTS_UCX_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}  # loopback only
+
+
+def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
+    if hosts:
+        os.environ.update(HOSTS_UCX_ENV, HYPER_PARALLEL_SHMEM_HOST_ID=f"host{rank * 2 // world}")
     import torch
     import torch.distributed as dist
 
@@ -189,7 +198,7 @@ def _mpi_main(sizes, quick, result_file):
             json.dump(recs, f)
 
 
-def _run_mpi(ranks, sizes, quick, tmp):
+def _run_mpi(ranks, sizes, quick, tmp, hosts=False):
     if not shutil.which("mpirun"):
         print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
         return []
@@ -199,8 +208,10 @@ def _run_mpi(ranks, sizes, quick, tmp):
         print("mpi4py not installed: Open MPI rows skipped")
         return []
     path = os.path.join(tmp, "mpi.json")
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--bind-to", "none",
-           sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--bind-to", "none"]
+    if hosts:  # TCP between every pair, on loopback only
+        cmd += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
+    cmd += [sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
     if quick:
         cmd.append("--quick")
     subprocess.run(cmd, check=True)
@@ -238,6 +249,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=2,
                     help="alternate our run and Open MPI's this many times; each keeps its best median "
                          "(the host's memory bandwidth drifts between runs)")
+    ap.add_argument("--hosts", action="store_true",
+                    help="two simulated hosts (UCX over TCP on loopback); Open MPI over its TCP transport")
     ap.add_argument("--mpi-worker")
     ap.add_argument("--sizes", help="comma-separated bytes per rank (default: 8 B to 64 MiB)")
     args = ap.parse_args()
@@ -254,8 +267,9 @@ def main():
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             ours_path = os.path.join(tmp, "ours.json")
-            mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path), nprocs=args.ranks, join=True)
-            for r in json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp):
+            mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path, args.hosts), nprocs=args.ranks,
+                     join=True)
+            for r in json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp, args.hosts):
                 key = (r["op"], r["impl"], r["bytes"])
                 if key not in best or r["median_us"] < best[key]["median_us"]:
                     best[key] = r
@@ -264,7 +278,8 @@ def main():
         r["repeats"] = max(1, args.repeat)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"benchmark": "collectives", "records": recs}, f, indent=1)
+        json.dump({"benchmark": "collectives", "layout": "2 hosts, UCX/TCP on loopback" if args.hosts else "1 host",
+                   "records": recs}, f, indent=1)
     _plot(recs, os.path.splitext(args.out)[0] + ".png")
     print(f"wrote {args.out}")
 

@@ -8,7 +8,9 @@ Runs, alternating `--repeat` times and keeping the best of each figure:
     HYPER_PARALLEL_SHMEM_HOST_ID) with UCX_TLS=tcp,self UCX_NET_DEVICES=lo: put/get bandwidth,
     one-way put-with-signal latency, remote adds, barrier;
   * the engine: ucx_perftest ucp_am_lat (8 B, one way: the wire's floor for a message),
-    ucp_put_lat (8 B) and ucp_put_bw (1 MiB, 16 MiB) with the same UCX settings.
+    ucp_put_lat (8 B) and ucp_put_bw (1 MiB, 16 MiB) with the same UCX settings;
+  * the peer: Open MPI's OSHMEM (spml ucx, same UCX settings), 8-byte put + fence + signal one way
+    (benchmarks/oshmem_put_signal.c, built here with oshcc).
 Prints a table and writes JSON records {op, impl, bytes, median_us, gbps}. Not a test: nothing here
 asserts a time.
 """
@@ -76,6 +78,23 @@ def perftest(test: str, size: int, iters: int) -> dict:
             "gbps": mbps * 1e6 / 1e9 if test.endswith("_bw") else 0.0}
 
 
+def oshmem(workdir: str) -> list[dict]:
+    """OSHMEM's put + fence + signal, one way; [] when oshcc/oshrun are missing or fail."""
+    exe = os.path.join(workdir, "oshmem_put_signal")
+    src = os.path.join(ROOT, "benchmarks", "oshmem_put_signal.c")
+    try:
+        if not os.path.exists(exe):
+            subprocess.run(["oshcc", "-O2", src, "-o", exe], check=True, capture_output=True, timeout=120)
+        env = dict(os.environ, **UCX_ENV, OMPI_MCA_spml="ucx")
+        r = subprocess.run(["oshrun", "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", "2", exe, "20000"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        us = float(r.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        print(f"OSHMEM skipped: {e}", file=sys.stderr)
+        return []
+    return [{"op": "put_signal_latency", "impl": "OSHMEM put+fence+signal", "bytes": 8, "median_us": us, "gbps": 0.0}]
+
+
 def best(runs: list[list[dict]]) -> list[dict]:
     """Per (op, impl, bytes): the fastest run."""
     by = {}
@@ -94,10 +113,12 @@ def main() -> int:
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "cpp", "bench_primitives"))
     a = ap.parse_args()
     runs = []
-    for _ in range(a.repeat):  # alternated, so drift in the machine hits both alike
+    work = tempfile.mkdtemp(prefix="bench_hosts_")
+    for _ in range(a.repeat):  # alternated, so drift in the machine hits all alike
         runs.append(ours(a.binary))
         runs.append([perftest("ucp_am_lat", 8, 20000), perftest("ucp_put_lat", 8, 5000),
                      perftest("ucp_put_bw", 1 << 20, 200), perftest("ucp_put_bw", 16 << 20, 30)])
+        runs.append(oshmem(work))
     recs = sorted(best(runs), key=lambda r: (r["op"], r["bytes"], r["impl"]))
     print(f"{'op':<20} {'impl':<28} {'bytes':>10} {'us':>12} {'GB/s':>8}")
     for r in recs:

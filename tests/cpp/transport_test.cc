@@ -136,6 +136,7 @@ TEST(Transport, SizesAroundTheOneMessageLimitAndAbove64MiB) {
           RCHECK_OK(hpshmem::ops::GetMem(got.data(), b, n, peer));
           auto want = Random(n, static_cast<unsigned>(step * 7 + peer));
           RCHECK(std::memcmp(got.data(), want.data(), n) == 0 && got[n] == 0xFF, "get size " + std::to_string(n));
+          RCHECK_OK(hpshmem::Barrier());  // the peer's get of our copy is done before we poison it again
         }
       }
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -18,7 +19,9 @@
 namespace hpshmem {
 namespace {
 
-enum AmId : unsigned { kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave };
+enum AmId : unsigned {
+  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply
+};
 
 constexpr uint8_t kNoSignal = 0;  // PutSignalHdr::type of a plain put
 
@@ -49,6 +52,10 @@ struct FetchReplyHdr {
   uint64_t seq;
   int64_t old;
 };
+struct GetHdr {
+  int32_t from;
+  uint64_t seq, off, len;
+};
 #pragma pack(pop)
 
 Status UcxError(const std::string& what, ucs_status_t st) {
@@ -56,6 +63,7 @@ Status UcxError(const std::string& what, ucs_status_t st) {
 }
 
 constexpr auto kProgressLinger = std::chrono::microseconds(50);
+constexpr int kIdleWakeMs = 5;
 
 class Ucx final : public Transport {
  public:
@@ -96,6 +104,10 @@ class Ucx final : public Transport {
                                    const ucp_am_recv_param_t* p);
   static ucs_status_t OnLeave(void* arg, const void* h, size_t hlen, void* data, size_t len,
                               const ucp_am_recv_param_t* p);
+  static ucs_status_t OnGet(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                            const ucp_am_recv_param_t* p);
+  static ucs_status_t OnGetReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                 const ucp_am_recv_param_t* p);
 
   // The status of a failed operation toward pe: PeerDead once its endpoint failed.
   Status Fail(int pe, const char* what, ucs_status_t st);
@@ -137,6 +149,11 @@ class Ucx final : public Transport {
   std::unique_ptr<std::atomic<uint64_t>[]> quiet_sent_, quiet_acked_;
   std::vector<QuietHdr> ack_slot_;            // echoes in flight, one per peer (their seqs only grow)
   std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
+  std::vector<uint64_t> get_slot_;            // small-get replies in flight, one per peer (their seq)
+  std::mutex get_mu_;                         // one small get in flight per rank
+  std::atomic<uint64_t> get_seq_{0}, get_done_{0};
+  void* get_dst_ = nullptr;                   // where the reply of get_seq_ goes
+  size_t get_len_ = 0;
   std::mutex fetch_mu_;                       // one fetch in flight per rank
   std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
   std::atomic<int64_t> fetch_old_{0};
@@ -163,6 +180,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   ep_args_.resize(nranks_);
   ack_slot_.resize(nranks_);
   fetch_slot_.resize(nranks_);
+  get_slot_.resize(nranks_);
   dirty_.reset(new std::atomic<uint8_t>[nranks_]);
   failed_.reset(new std::atomic<uint8_t>[nranks_]);
   quiet_sent_.reset(new std::atomic<uint64_t>[nranks_]);
@@ -178,6 +196,17 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) return UcxError("reading the configuration (UCX_* variables)", st);
+  // A host that vanishes without closing its connections is noticed by
+  // keepalive; UCX's defaults take 20 s, the runtime promises a few. The
+  // user's own UCX_* settings win.
+  const struct {
+    const char* name;
+    const char* value;
+  } defaults[] = {{"KEEPALIVE_INTERVAL", "1s"}, {"TCP_KEEPIDLE", "1s"}, {"TCP_KEEPINTVL", "1s"}, {"TCP_KEEPCNT", "3"}};
+  for (const auto& d : defaults) {
+    if (std::getenv(("UCX_" + std::string(d.name)).c_str())) continue;
+    if (ucp_config_modify(cfg, d.name, d.value) != UCS_OK) HP_DEBUG("UCX: no setting %s here", d.name);
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -199,7 +228,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
     ucp_am_recv_callback_t cb;
   } handlers[] = {{kAmSignal, OnSignal},     {kAmPutSignal, OnPutSignal}, {kAmQuietReq, OnQuietReq},
                   {kAmQuietAck, OnQuietAck}, {kAmFetch, OnFetch},         {kAmFetchReply, OnFetchReply},
-                  {kAmLeave, OnLeave}};
+                  {kAmLeave, OnLeave},       {kAmGet, OnGet},             {kAmGetReply, OnGetReply}};
   for (const auto& h : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -389,6 +418,19 @@ Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
 }
 
 Status Ucx::Get(int pe, void* dst, size_t off, size_t bytes) {
+  if (bytes <= kAmPutSignalMax) {
+    // A request and a reply carrying the data: one round trip. The request
+    // is handled after everything this rank sent to pe before it, so no
+    // quiet is needed first (an RMA get would need one).
+    std::lock_guard<std::mutex> lk(get_mu_);
+    uint64_t seq = get_seq_.load() + 1;
+    get_dst_ = dst;
+    get_len_ = bytes;
+    get_seq_.store(seq, std::memory_order_release);
+    GetHdr h{rank_, seq, off, bytes};
+    HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmGet, &h, sizeof h, nullptr, 0, false, "get"));
+    return WaitFor([&] { return get_done_.load(std::memory_order_acquire) >= seq; }, pe, "get");
+  }
   HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // a get sees what this rank sent before it
   ucp_request_param_t p{};
   return Wait(ucp_get_nbx(eps_[pe], dst, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "get");
@@ -534,6 +576,40 @@ ucs_status_t Ucx::OnLeave(void* arg, const void* hdr, size_t hlen, void* data, s
   return UCS_OK;
 }
 
+ucs_status_t Ucx::OnGet(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  GetHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  if (h.from < 0 || h.from >= self->nranks_ || !self->InSegment(h.off, h.len) || h.len > kAmPutSignalMax) {
+    HP_WARN("UCX: dropped a malformed get request");
+    return UCS_OK;
+  }
+  // The data is sent straight from the heap; the header must outlive a pending send.
+  self->get_slot_[h.from] = h.seq;
+  if (!self->eps_[h.from] || self->failed_[h.from].load()) return UCS_OK;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  ucs_status_ptr_t req = ucp_am_send_nbx(self->eps_[h.from], kAmGetReply, &self->get_slot_[h.from], sizeof(uint64_t),
+                                         self->base_ + h.off, h.len, &p);
+  if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnGetReply(void* arg, const void* hdr, size_t hlen, void* data, size_t len,
+                             const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  uint64_t seq;
+  if (hlen != sizeof seq) return UCS_OK;
+  std::memcpy(&seq, hdr, sizeof seq);
+  // Only the reply to the get in flight; its waiter holds get_mu_ until done.
+  if (seq != self->get_seq_.load(std::memory_order_acquire) || len != self->get_len_) return UCS_OK;
+  std::memcpy(self->get_dst_, data, len);
+  self->get_done_.store(seq, std::memory_order_release);
+  return UCS_OK;
+}
+
 // ---------------------------------------------------------------- progress and failure
 
 void Ucx::Leave(const std::vector<int>& lost) {
@@ -570,8 +646,12 @@ void Ucx::ProgressLoop() {
       ::usleep(1000);
       continue;
     }
-    // Asleep until the network or Shutdown has something: no CPU when idle.
-    ::epoll_wait(epfd_.get(), ev, 4, -1);
+    // Asleep until the network or Shutdown has something. Bounded: an
+    // application thread progressing the same worker can take an arrival
+    // off the socket after this thread armed, and then no event would ever
+    // wake it for what that thread left queued. A few hundred empty wake-ups
+    // a second cost next to nothing.
+    ::epoll_wait(epfd_.get(), ev, 4, kIdleWakeMs);
   }
 }
 

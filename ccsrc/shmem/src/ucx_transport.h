@@ -15,7 +15,7 @@
 // waits for its echo.
 //
 // Progress: a thread per rank sleeps in epoll on the worker's event fd
-// (no CPU when idle) and handles arrivals without the application calling
+// (at most 5 ms at a time; next to no CPU when idle) and handles arrivals without the application calling
 // in; waiting threads also progress the worker while they spin. Peer
 // failure: endpoints use UCX's peer error handling; a failed endpoint marks
 // the rank lost (waits then fail with PeerDead).

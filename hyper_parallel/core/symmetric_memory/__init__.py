@@ -31,7 +31,9 @@ a ``MemoryError``), :class:`InvalidFreeError`, :class:`CollectiveMismatchError`,
 Environment: ``SYMMETRIC_MEMORY_HEAP_SIZE`` (bytes, k/m/g suffixes, default 1g),
 ``HYPER_PARALLEL_SHMEM_TIMEOUT_SEC`` (default 120), ``HYPER_PARALLEL_SHMEM_BLOCK_DIM``
 (threads per copy, default 1), ``HYPER_PARALLEL_SHMEM_LOG_LEVEL``,
-``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` / ``..._SECRET``, ``HYPER_PARALLEL_PLATFORM``.
+``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` / ``..._SECRET`` / ``..._HOST``,
+``HYPER_PARALLEL_SHMEM_HOST_ID`` and ``HYPER_PARALLEL_SHMEM_TRANSPORT`` (ranks on several hosts, see
+the README), ``HYPER_PARALLEL_PLATFORM``.
 """
 
 from __future__ import annotations
