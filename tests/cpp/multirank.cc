@@ -160,6 +160,10 @@ JobResult RunJob(int nranks, const std::function<void(int, int)>& body, JobOptio
     }
     if (std::chrono::steady_clock::now() > deadline) {
       res.timed_out = true;
+      // Stopped first: a rank still running could see another's death and
+      // exit on its own before its SIGKILL arrives.
+      for (pid_t p : pids)
+        if (p > 0) kill(p, SIGSTOP);
       for (pid_t p : pids)
         if (p > 0) kill(p, SIGKILL);
       deadline = std::chrono::steady_clock::time_point::max();

@@ -151,7 +151,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
   const size_t segment_bytes = seg_->bytes();
   socklen_t alen;
   Deadline dl(timeout_sec);
-  // 3. Dial every lower rank and introduce ourselves (buffered, never blocks).
+  // 1. Dial every lower rank and introduce ourselves (buffered, never blocks).
   std::vector<LinkHello> sent(nranks_);
   for (int j = 0; j < rank_; ++j) {
     if (!local[j]) continue;
@@ -169,7 +169,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     HPSHMEM_RETURN_IF_ERROR(SendAll(s.get(), &hl, sizeof hl, dl, "rank " + std::to_string(j)));
     links_[j] = std::move(s);
   }
-  // 4. Accept every higher rank; answer with our segment.
+  // 2. Accept every higher rank; answer with our segment.
   int expected = 0;
   for (int i = rank_ + 1; i < nranks_; ++i) expected += local[i] ? 1 : 0;
   while (expected > 0) {
@@ -224,7 +224,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
       return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has a bad header");
     return Status::OK();
   };
-  // 5. Collect the lower ranks' segments; send ours back.
+  // 3. Collect the lower ranks' segments; send ours back.
   for (int j = 0; j < rank_; ++j) {
     if (!local[j]) continue;
     std::string peer = "rank " + std::to_string(j);
@@ -237,7 +237,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     LinkMsg m{kLinkFdMagic, rank_, 0};
     HPSHMEM_RETURN_IF_ERROR(SendWithFd(links_[j].get(), &m, sizeof m, seg_->fd(), peer));
   }
-  // 6. Collect the higher ranks' segments.
+  // 4. Collect the higher ranks' segments.
   for (int i = rank_ + 1; i < nranks_; ++i) {
     if (!local[i]) continue;
     std::string peer = "rank " + std::to_string(i);

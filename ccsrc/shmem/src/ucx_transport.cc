@@ -121,8 +121,8 @@ class Ucx final : public Transport {
   // must have handled before Quiet returns.
   Status Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
               const char* what);
-  // Sends from a message handler: no waiting; the header must stay valid.
-  void Reply(int pe, unsigned id, const void* hdr, size_t hlen);
+  // Sends from a message handler: no waiting; header and data must stay valid.
+  void Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* data = nullptr, size_t len = 0);
   // Answers a quiet marker (or a put asking for it) from rank `to`.
   void Echo(int to, uint64_t seq);
   // Marker + echo to pe when it has tracked messages in flight.
@@ -301,7 +301,12 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   }
   // A round trip to every peer: connections are up (or the failure is named) before Init returns.
   for (int pe : peers_) dirty_[pe] = 1;
-  return Quiet();
+  Status s = Quiet();
+  if (s.code() == Code::kTimeout) {
+    return Status::Timeout(s.message() + ": UCX could not reach it; check UCX_TLS and UCX_NET_DEVICES (ucx_info -d "
+                           "lists this host's transports and devices)");
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- completion
@@ -358,12 +363,12 @@ Status Ucx::Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* 
   return Wait(req, pe, what);
 }
 
-void Ucx::Reply(int pe, unsigned id, const void* hdr, size_t hlen) {
+void Ucx::Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len) {
   if (!eps_[pe] || failed_[pe].load()) return;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, nullptr, 0, &p);
+  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, data, len, &p);
   if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);  // UCX releases it on completion
 }
 
@@ -587,13 +592,7 @@ ucs_status_t Ucx::OnGet(void* arg, const void* hdr, size_t hlen, void*, size_t, 
   }
   // The data is sent straight from the heap; the header must outlive a pending send.
   self->get_slot_[h.from] = h.seq;
-  if (!self->eps_[h.from] || self->failed_[h.from].load()) return UCS_OK;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t req = ucp_am_send_nbx(self->eps_[h.from], kAmGetReply, &self->get_slot_[h.from], sizeof(uint64_t),
-                                         self->base_ + h.off, h.len, &p);
-  if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+  self->Reply(h.from, kAmGetReply, &self->get_slot_[h.from], sizeof(uint64_t), self->base_ + h.off, h.len);
   return UCS_OK;
 }
 
