@@ -6,10 +6,12 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <thread>
 
 #include "copy.h"
@@ -148,6 +150,9 @@ class Ucx final : public Transport {
   std::unique_ptr<std::atomic<uint8_t>[]> dirty_, failed_;
   std::unique_ptr<std::atomic<uint64_t>[]> quiet_sent_, quiet_acked_;
   std::vector<QuietHdr> ack_slot_;            // echoes in flight, one per peer (their seqs only grow)
+  std::mutex ep_mu_;                          // set-up: endpoint creation vs. echoes that arrive early
+  std::vector<uint64_t> early_echo_;          // markers answered once the endpoint exists
+  std::atomic<bool> eps_ready_{false};        // every endpoint exists
   std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
   std::vector<uint64_t> get_slot_;            // small-get replies in flight, one per peer (their seq)
   std::mutex get_mu_;                         // one small get in flight per rank
@@ -179,6 +184,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   rbase_.assign(nranks_, 0);
   ep_args_.resize(nranks_);
   ack_slot_.resize(nranks_);
+  early_echo_.assign(nranks_, 0);
   fetch_slot_.resize(nranks_);
   get_slot_.resize(nranks_);
   dirty_.reset(new std::atomic<uint8_t>[nranks_]);
@@ -197,12 +203,12 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) return UcxError("reading the configuration (UCX_* variables)", st);
   // A host that vanishes without closing its connections is noticed by
-  // keepalive; UCX's defaults take 20 s, the runtime promises a few. The
+  // UCX's keepalive; its default interval is 20 s, the runtime promises a few. The
   // user's own UCX_* settings win.
   const struct {
     const char* name;
     const char* value;
-  } defaults[] = {{"KEEPALIVE_INTERVAL", "1s"}, {"TCP_KEEPIDLE", "1s"}, {"TCP_KEEPINTVL", "1s"}, {"TCP_KEEPCNT", "3"}};
+  } defaults[] = {{"KEEPALIVE_INTERVAL", "1s"}};
   for (const auto& d : defaults) {
     if (std::getenv(("UCX_" + std::string(d.name)).c_str())) continue;
     if (ucp_config_modify(cfg, d.name, d.value) != UCS_OK) HP_DEBUG("UCX: no setting %s here", d.name);
@@ -294,11 +300,21 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = OnEpError;
     ep.err_handler.arg = &ep_args_[pe];
-    if ((st = ucp_ep_create(worker_, &ep, &eps_[pe])) != UCS_OK)
-      return UcxError("endpoint to rank " + std::to_string(pe), st);
-    if ((st = ucp_ep_rkey_unpack(eps_[pe], b.data() + 16 + hl[1], &rkeys_[pe])) != UCS_OK)
+    ucp_ep_h h = nullptr;
+    if ((st = ucp_ep_create(worker_, &ep, &h)) != UCS_OK) return UcxError("endpoint to rank " + std::to_string(pe), st);
+    if ((st = ucp_ep_rkey_unpack(h, b.data() + 16 + hl[1], &rkeys_[pe])) != UCS_OK) {
+      eps_[pe] = h;  // closed by Shutdown
       return UcxError("remote key of rank " + std::to_string(pe), st);
+    }
+    uint64_t early;
+    {
+      std::lock_guard<std::mutex> lk(ep_mu_);
+      eps_[pe] = h;
+      early = std::exchange(early_echo_[pe], 0);
+    }
+    if (early) Echo(pe, early);
   }
+  eps_ready_.store(true, std::memory_order_release);
   // A round trip to every peer: connections are up (or the failure is named) before Init returns.
   for (int pe : peers_) dirty_[pe] = 1;
   Status s = Quiet();
@@ -525,6 +541,15 @@ ucs_status_t Ucx::OnQuietReq(void* arg, const void* hdr, size_t hlen, void*, siz
 void Ucx::Echo(int to, uint64_t seq) {
   // Everything `to` sent before the message carrying `seq` has been handled.
   if (to < 0 || to >= nranks_) return;
+  if (!eps_ready_.load(std::memory_order_acquire)) {
+    // During set-up a peer's marker can arrive before this rank has its
+    // endpoint back to that peer: answer once the endpoint exists.
+    std::lock_guard<std::mutex> lk(ep_mu_);
+    if (!eps_[to]) {
+      early_echo_[to] = std::max(early_echo_[to], seq);
+      return;
+    }
+  }
   ack_slot_[to] = QuietHdr{rank_, seq};
   Reply(to, kAmQuietAck, &ack_slot_[to], sizeof(QuietHdr));
 }
