@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install test test-cpp test-python bench demo clean
+.PHONY: all build build-cpp install test test-cpp test-python bench demo demo-nodes clean
 
 all: build
 
@@ -46,6 +46,18 @@ demo: install
 	GLOG_v=3 msrun --worker_num 2 --local_worker_num 2 --join True --log_dir build/msrun_logs \
 	  --master_port $$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
 	  examples/mindspore/put_signal.py
+	$(MAKE) demo-nodes
+
+# Two torchrun "nodes" on this machine, each its own host to the library (HYPER_PARALLEL_SHMEM_HOST_ID):
+# shared memory inside a node, UCX over TCP on loopback between them. On real nodes drop the two
+# variables that simulate hosts and name the nodes' address in --master-addr.
+demo-nodes: install
+	port=$$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
+	pids=""; for node in 0 1; do \
+	  HYPER_PARALLEL_SHMEM_HOST_ID=node$$node UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
+	  torchrun --nnodes 2 --node-rank $$node --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $$port \
+	    examples/ring.py & pids="$$pids $$!"; \
+	done; fail=0; for p in $$pids; do wait $$p || fail=1; done; exit $$fail
 
 clean:
 	rm -rf build

@@ -44,7 +44,8 @@ for step in range(world - 1):
 
 ok = torch.allclose(acc.view(-1), expected, rtol=1e-5, atol=1e-5)
 print(f"rank {rank}/{world}: one-sided ring all-reduce of {n} floats "
-      f"{'matches' if ok else 'DIFFERS FROM'} gloo all_reduce", flush=True)
+      f"{'matches' if ok else 'DIFFERS FROM'} gloo all_reduce "
+      f"(to rank {right} through {symm.debug_state()['peer_transports'][right]})", flush=True)
 symm.barrier()
 symm.finalize()
 dist.destroy_process_group()

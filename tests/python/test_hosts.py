@@ -4,13 +4,15 @@ host; plus what only exists across hosts: rendezvous views of unreachable peers,
 rank. Every scenario checks values (poisoned outputs, random data, odd sizes) as in its own file."""
 import os
 import signal as _signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from frameworks import FRAMEWORKS, current
-from launcher import assert_job_ok, run_job
+from launcher import assert_job_ok, free_port, run_job
 
 HERE = os.path.abspath(__file__)
 DIR = os.path.dirname(HERE)
@@ -114,3 +116,36 @@ def scenario_stopped_remote_rank(rank, world):
 def test_stopped_remote_rank_hits_the_timeout(framework):
     assert_job_ok(HERE, "scenario_stopped_remote_rank", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "2"},
                   framework=framework, layout="hosts")
+
+
+def _torchrun_nodes(script, nodes=2, nproc_per_node=2, timeout=240):
+    """A real multi-node launch on this machine: one torchrun per "node", each its own host to the
+    library (HYPER_PARALLEL_SHMEM_HOST_ID), rendezvous at MASTER_ADDR=127.0.0.1."""
+    root = os.path.dirname(os.path.dirname(DIR))
+    port = str(free_port())
+    procs = []
+    for node in range(nodes):
+        env = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1", UCX_TLS="tcp,self",
+                   UCX_NET_DEVICES="lo", HYPER_PARALLEL_SHMEM_HOST_ID=f"node{node}")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--node-rank",
+             str(node), "--nproc-per-node", str(nproc_per_node), "--master-addr", "127.0.0.1", "--master-port", port,
+             os.path.join(root, "examples", script)], cwd=root, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    return [p.returncode for p in procs], "".join(outs)
+
+
+def test_ring_example_under_torchrun_on_two_nodes():
+    codes, out = _torchrun_nodes("ring.py")
+    assert codes == [0, 0], out
+    assert out.count("matches gloo all_reduce") == 4, out
+    # Ranks 0, 1 on node0 and 2, 3 on node1: the ring crosses the nodes twice.
+    assert out.count("through shm)") == 2 and out.count("through ucx)") == 2, out
