@@ -16,8 +16,9 @@ Status Barrier() {
                             " cannot complete: rank(s) " + rt->LostRanks() + " exited or were killed");
   }
   // Everything this rank did before the barrier is complete at its targets
-  // before any rank leaves it.
-  HPSHMEM_RETURN_IF_ERROR(rt->QuietAll());
+  // before any rank leaves it: remote updates by a quiet; shared-memory ones
+  // by the fence every shared-memory signal makes (so no second one here).
+  if (rt->ucx) HPSHMEM_RETURN_IF_ERROR(rt->ucx->Quiet());
   const int64_t epoch = static_cast<int64_t>(++rt->barrier_epoch);
   const int n = rt->nranks, me = rt->rank;
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
@@ -30,7 +31,7 @@ Status Barrier() {
       return "barrier #" + std::to_string(epoch) + " (round " + std::to_string(k + 1) + ": waiting for rank " +
              std::to_string(from) + ", or a rank it waits for, to arrive)";
     };
-    HPSHMEM_RETURN_IF_ERROR(WaitLoop(rt, ready, describe));
+    HPSHMEM_RETURN_IF_ERROR(WaitLoop(rt, &rt->header()->control, ready, describe));
   }
   return Status::OK();
 }

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hpshmem/hpshmem.h"
+
 namespace hpshmem {
 
 // Segments are mapped at kSegmentAlign-aligned addresses and the user heap
@@ -29,16 +31,25 @@ struct AllocRecord {
 
 constexpr int kBarrierRounds = 32;  // dissemination rounds: enough for 2^32 ranks
 
+// A futex word bumped by whoever changes a word a waiter of this rank
+// watches, when `sleepers` says someone sleeps. See wait.h for the protocol.
+struct Doorbell {
+  alignas(64) uint32_t ring;
+  alignas(64) uint32_t sleepers;
+};
+
 struct alignas(64) PeHeader {
   uint64_t magic;
   int32_t rank;
   int32_t nranks;
   uint64_t heap_bytes;
   uint64_t job_id;
-  // Futex word: bumped by whoever changes a word this rank may wait on, when
-  // `sleepers` says someone sleeps. See wait.h for the protocol.
-  alignas(64) uint32_t doorbell;
-  alignas(64) uint32_t sleepers;
+  // Two doorbells, so that a stream of signals to one kind of word does not
+  // wake the sleepers on the other: `data` for words of the symmetric range
+  // (user signals, collective counters), `control` for the runtime's words in
+  // this header (barrier).
+  Doorbell data;
+  Doorbell control;
   // Dissemination barrier: in round k of barrier e, rank (r - 2^k) mod n sets
   // rank r's barrier_round[k] to e. Monotonic, so back-to-back barriers need
   // no reset.
@@ -49,11 +60,20 @@ struct alignas(64) PeHeader {
 // at kAllocRecordsOffset + (rank * 2 + seq % 2) * sizeof(AllocRecord); then,
 // at the end of the header region, the collective workspace (hpshmem.h).
 constexpr size_t kAllocRecordsOffset = 4096;
+// The symmetric range (collective workspace, then the user heap) starts this
+// far into every segment.
+constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
 static_assert(sizeof(PeHeader) <= kAllocRecordsOffset, "header too large");
 
 inline size_t AllocRecordOffset(int rank, uint64_t seq) {
   return kAllocRecordsOffset + (static_cast<size_t>(rank) * 2 + seq % 2) * sizeof(AllocRecord);
 }
 inline size_t BarrierRoundOffset(int round) { return offsetof(PeHeader, barrier_round) + round * sizeof(uint64_t); }
+
+// The doorbell that a change of the word at `off` in a segment rings.
+inline Doorbell* DoorbellFor(uint8_t* segment, size_t off) {
+  auto* h = reinterpret_cast<PeHeader*>(segment);
+  return off < kSymOffset ? &h->control : &h->data;
+}
 
 }  // namespace hpshmem

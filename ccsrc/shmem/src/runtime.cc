@@ -23,7 +23,8 @@ void OnPeerLost(Runtime* rt, int pe) {
     HP_WARN("rank %d exited or was killed; waits on this rank will fail", pe);
     // Wake our own sleepers at once; sleepers on other doorbells notice
     // within one sleep slice.
-    NotifyAll(rt->header());
+    NotifyAll(&rt->header()->data);
+    NotifyAll(&rt->header()->control);
   }
 }
 

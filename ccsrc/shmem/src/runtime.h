@@ -29,9 +29,6 @@ namespace hpshmem {
 
 enum class PeerState : uint8_t { kAlive = 0, kLost = 1 };
 
-// The symmetric range (collective workspace, then the user heap) starts this
-// far into every segment.
-constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
 static_assert(kAllocRecordsOffset < kSymOffset, "the workspace overlaps the header");
 // Allocator records of every rank must fit between the header and the workspace.
 constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
@@ -109,13 +106,13 @@ constexpr int64_t kYieldNs = 200000;  // then yield for up to 200 us
 constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline this often
 
 // The wait loop shared by signal waits and barriers, on a word of this rank's
-// segment (where every transport delivers). `ready` re-reads the watched
+// segment (where every transport delivers) whose changes ring `bell`. `ready` re-reads the watched
 // word; `describe` builds the timeout message. A lost peer fails the wait
 // only if the condition is still false after seeing the loss (a peer that
 // arrived and then exited cleanly must not fail a completed wait). While it
 // spins it lets the remote transport make progress on this thread.
 template <class Ready, class Describe>
-Status WaitLoop(Runtime* rt, Ready&& ready, Describe&& describe) {
+Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe) {
   if (ready()) return Status::OK();
   Transport* remote = rt->ucx.get();
   // A progress call costs ~100x a pause: spin about as long either way.
@@ -147,7 +144,7 @@ Status WaitLoop(Runtime* rt, Ready&& ready, Describe&& describe) {
     }
     // Remote arrivals are handled by the transport's progress thread, which
     // rings this doorbell like a local signal does.
-    if (SleepOnDoorbell(rt->header(), dl.RemainingMs(kSleepSliceMs) + 1, ready)) return Status::OK();
+    if (SleepOnDoorbell(bell, dl.RemainingMs(kSleepSliceMs) + 1, ready)) return Status::OK();
   }
 }
 

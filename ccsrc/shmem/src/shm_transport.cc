@@ -267,7 +267,7 @@ Status ShmTransport::Signal(int pe, size_t off, SignalType type, SignalOp op, in
   // fence so that every earlier put is visible before the signal.
   StoreFence();
   ApplyAtomic(segments_[pe] + off, type, op, value);
-  Notify(reinterpret_cast<PeHeader*>(segments_[pe]));
+  Notify(DoorbellFor(segments_[pe], off));
   return Status::OK();
 }
 
@@ -280,7 +280,7 @@ Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes
 Status ShmTransport::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
   StoreFence();
   *old = ApplyAtomic(segments_[pe] + off, type, op, value);
-  Notify(reinterpret_cast<PeHeader*>(segments_[pe]));
+  Notify(DoorbellFor(segments_[pe], off));
   return Status::OK();
 }
 

@@ -123,7 +123,7 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
     return "waiting for " + name + " (" + (type == SignalType::kInt32 ? "int32" : "int64") + ") " + CmpName(cmp) +
            " " + std::to_string(value) + ", last observed " + std::to_string(last);
   };
-  Status s = WaitLoop(rt, ready, describe);
+  Status s = WaitLoop(rt, &rt->header()->data, ready, describe);
   if (observed) *observed = last;
   return s;
 }

@@ -495,7 +495,7 @@ void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, 
   }
   int64_t o = ApplyAtomic(base_ + off, t, static_cast<SignalOp>(op), value);
   if (old) *old = o;
-  Notify(reinterpret_cast<PeHeader*>(base_));
+  Notify(DoorbellFor(base_, off));
 }
 
 ucs_status_t Ucx::OnSignal(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {

@@ -35,13 +35,13 @@ int64_t LoadSignal(const void* p, SignalType t) {
   return std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
 }
 
-void Notify(PeHeader* hdr) {
-  if (std::atomic_ref<uint32_t>(hdr->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(hdr);
+void Notify(Doorbell* b) {
+  if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
 }
 
-void NotifyAll(PeHeader* hdr) {
-  std::atomic_ref<uint32_t>(hdr->doorbell).fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeAll(&hdr->doorbell);
+void NotifyAll(Doorbell* b) {
+  std::atomic_ref<uint32_t>(b->ring).fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&b->ring);
 }
 
 }  // namespace hpshmem

@@ -33,28 +33,28 @@ int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value);
 // Reads a signal word atomically (acquire).
 int64_t LoadSignal(const void* word, SignalType type);
 
-// Wakes every waiter sleeping on `hdr`'s doorbell, if any sleeps.
-void Notify(PeHeader* hdr);
+// Wakes every waiter sleeping on `bell`, if any sleeps.
+void Notify(Doorbell* bell);
 // Wakes unconditionally (used when a peer dies).
-void NotifyAll(PeHeader* hdr);
+void NotifyAll(Doorbell* bell);
 
-// Sleep step of a wait: registers as a sleeper on `hdr`, re-checks `ready`,
+// Sleep step of a wait: registers as a sleeper on `bell`, re-checks `ready`,
 // and sleeps at most `max_ms` unless the doorbell moved. Returns ready()'s
 // last value.
 template <class Ready>
-bool SleepOnDoorbell(PeHeader* hdr, int max_ms, Ready&& ready);
+bool SleepOnDoorbell(Doorbell* bell, int max_ms, Ready&& ready);
 
 void FutexWait(uint32_t* addr, uint32_t expected, int max_ms);
 void FutexWakeAll(uint32_t* addr);
 
 template <class Ready>
-bool SleepOnDoorbell(PeHeader* hdr, int max_ms, Ready&& ready) {
-  std::atomic_ref<uint32_t> sleepers(hdr->sleepers), bell(hdr->doorbell);
+bool SleepOnDoorbell(Doorbell* b, int max_ms, Ready&& ready) {
+  std::atomic_ref<uint32_t> sleepers(b->sleepers), ring(b->ring);
   sleepers.fetch_add(1, std::memory_order_seq_cst);
-  uint32_t d = bell.load(std::memory_order_seq_cst);
+  uint32_t d = ring.load(std::memory_order_seq_cst);
   bool ok = ready();
   if (!ok) {
-    FutexWait(&hdr->doorbell, d, max_ms);
+    FutexWait(&b->ring, d, max_ms);
     ok = ready();
   }
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
