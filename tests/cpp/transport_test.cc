@@ -88,7 +88,8 @@ TEST(Transport, ForcedUcxReachesEveryPeerThroughUcx) {
 TEST(Transport, BadTransportVariablesAreNamed) {
   for (auto [var, value] : std::vector<std::pair<std::string, std::string>>{
            {"HYPER_PARALLEL_SHMEM_TRANSPORT", "rdma"},
-           {"HYPER_PARALLEL_SHMEM_HOST_ID", std::string(61, 'h')}}) {
+           {"HYPER_PARALLEL_SHMEM_HOST_ID", std::string(61, 'h')},
+      {"HYPER_PARALLEL_SHMEM_UCX_RMA", "yes"}}) {
     JobOptions o;
     o.env = {{var, value}};
     o.on_init_status = [var](int, const hpshmem::Status& s) {
@@ -99,12 +100,15 @@ TEST(Transport, BadTransportVariablesAreNamed) {
   }
 }
 
-TEST(Transport, SizesAroundTheOneMessageLimitAndAbove64MiB) {
+class TransportSizes : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TransportSizes, AroundThePieceSizeAndAbove64MiB) {
   // 1 rank per host. Every size goes out as put, put-with-signal and get, with
-  // random data into poisoned memory; each element is checked.
+  // random data into poisoned memory; each element is checked. Run with the
+  // data as messages (default) and as UCX RMA (HYPER_PARALLEL_SHMEM_UCX_RMA=1).
   const size_t big = (size_t{64} << 20) + 13;
-  const size_t lim = hpshmem::kAmPutSignalMax;
-  const std::vector<size_t> sizes = {0, 1, 7, lim - 1, lim, lim + 1, 1000003, big};
+  const size_t lim = hpshmem::kAmChunk;
+  const std::vector<size_t> sizes = {0, 1, 7, lim - 1, lim, lim + 1, 3 * lim, 1000003, big};
   auto r = RunJob(2, [&](int rank, int) {
     const int peer = 1 - rank;
     void *buf, *sig;
@@ -141,9 +145,16 @@ TEST(Transport, SizesAroundTheOneMessageLimitAndAbove64MiB) {
       }
     }
     RCHECK_OK(hpshmem::Barrier());
-  }, TwoHosts(big + (1 << 20)));
+  }, [] {
+    JobOptions o = TwoHosts(big + (1 << 20));
+    o.env.emplace_back("HYPER_PARALLEL_SHMEM_UCX_RMA", GetParam());
+    return o;
+  }());
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(Transport, TransportSizes, ::testing::Values("0", "1"),
+                         [](const auto& info) { return std::string(*info.param == '1' ? "Rma" : "Messages"); });
 
 TEST(Transport, FetchingAtomicsFromEveryRankAreAppliedOnce) {
   // 4 ranks on 2 hosts fetch-add into rank 0's word, same-host ones by load/store,

@@ -92,6 +92,12 @@ Status Config::Build(const InitAttr& attr, Config* out) {
                                      "' must be auto (shared memory within a host, UCX between hosts) or ucx");
     c.force_ucx = t == "ucx";
   }
+  if (const char* v = Env("HYPER_PARALLEL_SHMEM_UCX_RMA")) {
+    std::string t = Lower(v);
+    if (t != "0" && t != "1")
+      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_UCX_RMA='") + v + "' must be 0 or 1");
+    c.ucx_rma = t == "1";
+  }
 
   if (attr.heap_bytes) c.heap_bytes = attr.heap_bytes;
   if (attr.timeout_sec < 0) return Status::InvalidArgument("InitAttr::timeout_sec must be >= 0");

@@ -20,6 +20,7 @@ struct Config {
   std::string job_id;                   // HYPER_PARALLEL_SHMEM_JOB_ID (endpoint path)
   std::string host_id;                  // HYPER_PARALLEL_SHMEM_HOST_ID (overrides the detected host)
   bool force_ucx = false;               // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx (auto: by host)
+  bool ucx_rma = false;                 // HYPER_PARALLEL_SHMEM_UCX_RMA=1: puts/gets as UCX RMA, not messages
 
   // Reads the environment, then applies the set fields of `attr`.
   // Errors: kInvalidArgument naming the variable and its value.

@@ -78,7 +78,8 @@ Status Connect(Runtime* rt) {
     std::vector<bool> remote(rt->nranks);
     for (int r = 0; r < rt->nranks; ++r) remote[r] = !local[r];
     HPSHMEM_RETURN_IF_ERROR(
-        UcxTransport::Create(rt->boot.get(), rt->segment.get(), remote, rt->config.timeout_sec, &rt->ucx));
+        UcxTransport::Create(rt->boot.get(), rt->segment.get(), remote, rt->config.timeout_sec, rt->config.ucx_rma,
+                             &rt->ucx));
   }
   for (int r = 0; r < rt->nranks; ++r) {
     rt->route[r] = local[r] ? static_cast<Transport*>(rt->shm.get()) : rt->ucx.get();

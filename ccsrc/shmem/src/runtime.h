@@ -115,8 +115,10 @@ template <class Ready, class Describe>
 Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe) {
   if (ready()) return Status::OK();
   Transport* remote = rt->ucx.get();
-  // A progress call costs ~100x a pause: spin about as long either way.
-  const int spins = remote ? kSpinIters / 64 : kSpinIters;
+  // A progress call costs ~100x a pause, and a message from another host
+  // takes microseconds: with a remote transport spin for up to a message's
+  // flight time before yielding.
+  const int spins = remote ? kSpinIters / 8 : kSpinIters;
   for (int i = 0; i < spins; ++i) {
     if (remote) remote->Progress();
     else CpuRelax();

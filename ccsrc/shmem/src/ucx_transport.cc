@@ -58,6 +58,9 @@ struct GetHdr {
   int32_t from;
   uint64_t seq, off, len;
 };
+struct GetReplyHdr {
+  uint64_t seq, pos;  // `pos`: where this piece goes in the requested range
+};
 #pragma pack(pop)
 
 Status UcxError(const std::string& what, ucs_status_t st) {
@@ -71,6 +74,7 @@ class Ucx final : public Transport {
  public:
   ~Ucx() override { Shutdown(); }
   Status Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec);
+  void set_rma(bool on) { rma_ = on; }
 
   const char* name() const override { return "ucx"; }
   uint8_t* Segment(int) const override { return nullptr; }
@@ -125,6 +129,12 @@ class Ucx final : public Transport {
               const char* what);
   // Sends from a message handler: no waiting; header and data must stay valid.
   void Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* data = nullptr, size_t len = 0);
+  // Sends `bytes` from `src` to pe's segment at `off` as messages of at most
+  // kAmChunk bytes, in order; the last one also carries `last`'s signal and
+  // echo request. Returns once `src` may be reused.
+  Status SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what);
+  Status RmaPut(int pe, size_t off, const void* src, size_t bytes);
+  Status RmaGet(int pe, void* dst, size_t off, size_t bytes);
   // Answers a quiet marker (or a put asking for it) from rank `to`.
   void Echo(int to, uint64_t seq);
   // Marker + echo to pe when it has tracked messages in flight.
@@ -154,11 +164,12 @@ class Ucx final : public Transport {
   std::vector<uint64_t> early_echo_;          // markers answered once the endpoint exists
   std::atomic<bool> eps_ready_{false};        // every endpoint exists
   std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
-  std::vector<uint64_t> get_slot_;            // small-get replies in flight, one per peer (their seq)
-  std::mutex get_mu_;                         // one small get in flight per rank
+  std::vector<std::vector<GetReplyHdr>> get_reply_;  // headers of the get replies in flight, per peer
+  std::mutex get_mu_;                                // one get in flight per rank
   std::atomic<uint64_t> get_seq_{0}, get_done_{0};
-  void* get_dst_ = nullptr;                   // where the reply of get_seq_ goes
-  size_t get_len_ = 0;
+  uint8_t* get_dst_ = nullptr;                       // where the replies of get_seq_ go
+  size_t get_len_ = 0, get_received_ = 0;
+  bool rma_ = false;                                 // puts/gets as UCX RMA instead of messages
   std::mutex fetch_mu_;                       // one fetch in flight per rank
   std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
   std::atomic<int64_t> fetch_old_{0};
@@ -186,7 +197,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   ack_slot_.resize(nranks_);
   early_echo_.assign(nranks_, 0);
   fetch_slot_.resize(nranks_);
-  get_slot_.resize(nranks_);
+  get_reply_.resize(nranks_);
   dirty_.reset(new std::atomic<uint8_t>[nranks_]);
   failed_.reset(new std::atomic<uint8_t>[nranks_]);
   quiet_sent_.reset(new std::atomic<uint64_t>[nranks_]);
@@ -419,18 +430,42 @@ Status Ucx::Quiet() {
 
 // ---------------------------------------------------------------- verbs
 
-Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
-  if (bytes <= kAmPutSignalMax) {
-    // One message (in order behind everything sent before), then the quiet
-    // echo: a round trip, where an emulated put's flush costs several.
-    // The message asks for the quiet echo itself, which also covers
-    // everything sent to pe before it (messages are handled in order).
-    dirty_[pe].store(0, std::memory_order_release);
-    uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
-    PutSignalHdr h{off, 0, 0, kNoSignal, 0, rank_, seq};
-    HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmPutSignal, &h, sizeof h, src, bytes, false, "put"));
-    return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "put");
+Status Ucx::SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what) {
+  size_t n = bytes ? (bytes + kAmChunk - 1) / kAmChunk : 1;
+  std::vector<PutSignalHdr> hdrs(n);  // each must outlive its pending send
+  std::vector<ucs_status_ptr_t> reqs;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  Status s;
+  for (size_t i = 0; i < n && s.ok(); ++i) {
+    size_t pos = i * kAmChunk, len = std::min(kAmChunk, bytes - pos);
+    hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0};
+    hdrs[i].off = off + pos;
+    ucs_status_ptr_t r = ucp_am_send_nbx(eps_[pe], kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr),
+                                         static_cast<const uint8_t*>(src) + pos, len, &p);
+    if (UCS_PTR_IS_ERR(r)) s = Fail(pe, what, UCS_PTR_STATUS(r));
+    else if (r) reqs.push_back(r);
   }
+  for (ucs_status_ptr_t r : reqs) {  // every one, even after a failure: the headers go with this frame
+    Status w = Wait(r, pe, what);
+    if (s.ok()) s = w;
+  }
+  return s;
+}
+
+Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
+  if (rma_) return RmaPut(pe, off, src, bytes);
+  // The data as messages (in order behind everything sent before), the last
+  // asking for the quiet echo, which also covers everything sent to pe
+  // before it: on the echo the bytes are at the target.
+  dirty_[pe].store(0, std::memory_order_release);
+  uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq}, "put"));
+  return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "put");
+}
+
+Status Ucx::RmaPut(int pe, size_t off, const void* src, size_t bytes) {
   HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // messages sent earlier land first
   ucp_request_param_t p{};
   HPSHMEM_RETURN_IF_ERROR(Wait(ucp_put_nbx(eps_[pe], src, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "put"));
@@ -439,19 +474,22 @@ Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
 }
 
 Status Ucx::Get(int pe, void* dst, size_t off, size_t bytes) {
-  if (bytes <= kAmPutSignalMax) {
-    // A request and a reply carrying the data: one round trip. The request
-    // is handled after everything this rank sent to pe before it, so no
-    // quiet is needed first (an RMA get would need one).
-    std::lock_guard<std::mutex> lk(get_mu_);
-    uint64_t seq = get_seq_.load() + 1;
-    get_dst_ = dst;
-    get_len_ = bytes;
-    get_seq_.store(seq, std::memory_order_release);
-    GetHdr h{rank_, seq, off, bytes};
-    HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmGet, &h, sizeof h, nullptr, 0, false, "get"));
-    return WaitFor([&] { return get_done_.load(std::memory_order_acquire) >= seq; }, pe, "get");
-  }
+  if (rma_) return RmaGet(pe, dst, off, bytes);
+  // A request, and replies carrying the data: one round trip. The request is
+  // handled after everything this rank sent to pe before it, so no quiet is
+  // needed first (an RMA get would need one).
+  std::lock_guard<std::mutex> lk(get_mu_);
+  uint64_t seq = get_seq_.load() + 1;
+  get_dst_ = static_cast<uint8_t*>(dst);
+  get_len_ = bytes;
+  get_received_ = 0;
+  get_seq_.store(seq, std::memory_order_release);
+  GetHdr h{rank_, seq, off, bytes};
+  HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmGet, &h, sizeof h, nullptr, 0, false, "get"));
+  return WaitFor([&] { return get_done_.load(std::memory_order_acquire) >= seq; }, pe, "get");
+}
+
+Status Ucx::RmaGet(int pe, void* dst, size_t off, size_t bytes) {
   HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // a get sees what this rank sent before it
   ucp_request_param_t p{};
   return Wait(ucp_get_nbx(eps_[pe], dst, bytes, rbase_[pe] + off, rkeys_[pe], &p), pe, "get");
@@ -464,12 +502,15 @@ Status Ucx::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t val
 
 Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                       SignalOp op, int64_t value) {
-  if (bytes > kAmPutSignalMax) {
-    HPSHMEM_RETURN_IF_ERROR(Put(pe, off, src, bytes));
+  if (rma_ && bytes > kAmChunk) {
+    HPSHMEM_RETURN_IF_ERROR(RmaPut(pe, off, src, bytes));
     return Signal(pe, sig_off, type, op, value);
   }
-  PutSignalHdr h{off, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0};
-  return Send(pe, kAmPutSignal, &h, sizeof h, src, bytes, true, "put-with-signal");
+  // The signal rides on the last piece, so it lands after every byte.
+  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0};
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, "put-with-signal"));
+  dirty_[pe].store(1, std::memory_order_release);
+  return Status::OK();
 }
 
 Status Ucx::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
@@ -611,26 +652,38 @@ ucs_status_t Ucx::OnGet(void* arg, const void* hdr, size_t hlen, void*, size_t, 
   GetHdr h;
   if (hlen != sizeof h) return UCS_OK;
   std::memcpy(&h, hdr, sizeof h);
-  if (h.from < 0 || h.from >= self->nranks_ || !self->InSegment(h.off, h.len) || h.len > kAmPutSignalMax) {
+  if (h.from < 0 || h.from >= self->nranks_ || !self->InSegment(h.off, h.len)) {
     HP_WARN("UCX: dropped a malformed get request");
     return UCS_OK;
   }
-  // The data is sent straight from the heap; the header must outlive a pending send.
-  self->get_slot_[h.from] = h.seq;
-  self->Reply(h.from, kAmGetReply, &self->get_slot_[h.from], sizeof(uint64_t), self->base_ + h.off, h.len);
+  // The data goes straight from the heap, in pieces; their headers must
+  // outlive pending sends (the requester has one get in flight, so the
+  // previous request's replies have all arrived).
+  std::vector<GetReplyHdr>& hdrs = self->get_reply_[h.from];
+  size_t n = h.len ? (h.len + kAmChunk - 1) / kAmChunk : 1;
+  hdrs.assign(n, GetReplyHdr{h.seq, 0});
+  for (size_t i = 0; i < n; ++i) {
+    hdrs[i].pos = i * kAmChunk;
+    self->Reply(h.from, kAmGetReply, &hdrs[i], sizeof(GetReplyHdr), self->base_ + h.off + hdrs[i].pos,
+                std::min<size_t>(kAmChunk, h.len - hdrs[i].pos));
+  }
   return UCS_OK;
 }
 
 ucs_status_t Ucx::OnGetReply(void* arg, const void* hdr, size_t hlen, void* data, size_t len,
                              const ucp_am_recv_param_t*) {
   auto* self = static_cast<Ucx*>(arg);
-  uint64_t seq;
-  if (hlen != sizeof seq) return UCS_OK;
-  std::memcpy(&seq, hdr, sizeof seq);
-  // Only the reply to the get in flight; its waiter holds get_mu_ until done.
-  if (seq != self->get_seq_.load(std::memory_order_acquire) || len != self->get_len_) return UCS_OK;
-  std::memcpy(self->get_dst_, data, len);
-  self->get_done_.store(seq, std::memory_order_release);
+  GetReplyHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  // Only replies to the get in flight; its waiter holds get_mu_ until done.
+  if (h.seq != self->get_seq_.load(std::memory_order_acquire) || h.pos > self->get_len_ ||
+      len > self->get_len_ - h.pos) {
+    return UCS_OK;
+  }
+  std::memcpy(self->get_dst_ + h.pos, data, len);
+  self->get_received_ += len;
+  if (self->get_received_ == self->get_len_) self->get_done_.store(h.seq, std::memory_order_release);
   return UCS_OK;
 }
 
@@ -742,7 +795,7 @@ void Ucx::Shutdown() {
 }  // namespace
 
 Status UcxTransport::Create(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec,
-                            std::unique_ptr<Transport>* out) {
+                            bool rma, std::unique_ptr<Transport>* out) {
   bool any = false;
   for (bool r : remote) any |= r;
   if (!any) {  // still take part in the exchange the other ranks make
@@ -750,6 +803,7 @@ Status UcxTransport::Create(Bootstrap* boot, LocalSegment* seg, const std::vecto
     return boot->AllgatherV(nullptr, 0, &all);
   }
   auto t = std::make_unique<Ucx>();
+  t->set_rma(rma);
   Status s = t->Setup(boot, seg, remote, timeout_sec);
   if (!s.ok()) return s;  // ~Ucx releases what was set up
   *out = std::move(t);
