@@ -369,7 +369,7 @@ Status Bootstrap::Allgather(const void* mine, size_t len, void* all) {
   auto* out = static_cast<uint8_t*>(all);
   Deadline dl(timeout_sec_);
   if (rank_ == 0) {
-    std::memcpy(out, mine, len);
+    if (len) std::memcpy(out, mine, len);
     for (int r = 1; r < nranks_; ++r) {
       HPSHMEM_RETURN_IF_ERROR(RecvAll(conns_[r].get(), out + r * len, len, dl, "rank " + std::to_string(r)));
     }

@@ -166,6 +166,8 @@ class Ucx final : public Transport {
   std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
   std::vector<std::vector<GetReplyHdr>> get_reply_;  // headers of the get replies in flight, per peer
   std::mutex get_mu_;                                // one get in flight per rank
+  std::mutex get_reply_mu_;                          // replies vs. the end of their get
+  bool get_open_ = false;                            // replies of get_seq_ may still be written
   std::atomic<uint64_t> get_seq_{0}, get_done_{0};
   uint8_t* get_dst_ = nullptr;                       // where the replies of get_seq_ go
   size_t get_len_ = 0, get_received_ = 0;
@@ -480,13 +482,21 @@ Status Ucx::Get(int pe, void* dst, size_t off, size_t bytes) {
   // needed first (an RMA get would need one).
   std::lock_guard<std::mutex> lk(get_mu_);
   uint64_t seq = get_seq_.load() + 1;
-  get_dst_ = static_cast<uint8_t*>(dst);
-  get_len_ = bytes;
-  get_received_ = 0;
-  get_seq_.store(seq, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> rlk(get_reply_mu_);
+    get_dst_ = static_cast<uint8_t*>(dst);
+    get_len_ = bytes;
+    get_received_ = 0;
+    get_seq_.store(seq, std::memory_order_release);
+    get_open_ = true;
+  }
   GetHdr h{rank_, seq, off, bytes};
-  HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmGet, &h, sizeof h, nullptr, 0, false, "get"));
-  return WaitFor([&] { return get_done_.load(std::memory_order_acquire) >= seq; }, pe, "get");
+  Status s = Send(pe, kAmGet, &h, sizeof h, nullptr, 0, false, "get");
+  if (s.ok()) s = WaitFor([&] { return get_done_.load(std::memory_order_acquire) >= seq; }, pe, "get");
+  // After a failure a late reply must not write into `dst`, which is the caller's again.
+  std::lock_guard<std::mutex> rlk(get_reply_mu_);
+  get_open_ = false;
+  return s;
 }
 
 Status Ucx::RmaGet(int pe, void* dst, size_t off, size_t bytes) {
@@ -676,8 +686,9 @@ ucs_status_t Ucx::OnGetReply(void* arg, const void* hdr, size_t hlen, void* data
   GetReplyHdr h;
   if (hlen != sizeof h) return UCS_OK;
   std::memcpy(&h, hdr, sizeof h);
-  // Only replies to the get in flight; its waiter holds get_mu_ until done.
-  if (h.seq != self->get_seq_.load(std::memory_order_acquire) || h.pos > self->get_len_ ||
+  // Only replies to the get in flight, and only while it waits for them.
+  std::lock_guard<std::mutex> lk(self->get_reply_mu_);
+  if (!self->get_open_ || h.seq != self->get_seq_.load(std::memory_order_acquire) || h.pos > self->get_len_ ||
       len > self->get_len_ - h.pos) {
     return UCS_OK;
   }
