@@ -263,12 +263,8 @@ Status ShmTransport::Get(int pe, void* dst, size_t off, size_t bytes) {
 }
 
 Status ShmTransport::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
-  // Streaming stores of a large put are not ordered by a plain release:
-  // fence so that every earlier put is visible before the signal.
-  StoreFence();
-  ApplyAtomic(segments_[pe] + off, type, op, value);
-  Notify(DoorbellFor(segments_[pe], off));
-  return Status::OK();
+  int64_t old;
+  return FetchAtomic(pe, off, type, op, value, &old);
 }
 
 Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
@@ -278,6 +274,8 @@ Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes
 }
 
 Status ShmTransport::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
+  // Streaming stores of a large put are not ordered by a plain release:
+  // fence so that every earlier put is visible before the update.
   StoreFence();
   *old = ApplyAtomic(segments_[pe] + off, type, op, value);
   Notify(DoorbellFor(segments_[pe], off));

@@ -68,6 +68,9 @@ Status UcxError(const std::string& what, ucs_status_t st) {
 }
 
 constexpr auto kProgressLinger = std::chrono::microseconds(50);
+
+// Messages of at most kAmChunk bytes that carry `bytes` (one, when empty: it still carries the header).
+size_t Pieces(size_t bytes) { return bytes ? (bytes + kAmChunk - 1) / kAmChunk : 1; }
 constexpr int kIdleWakeMs = 5;
 
 class Ucx final : public Transport {
@@ -127,6 +130,10 @@ class Ucx final : public Transport {
   // must have handled before Quiet returns.
   Status Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
               const char* what);
+  // Queues an eager active message on pe's endpoint (the one send path).
+  ucs_status_ptr_t AmSend(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len);
+  // Progresses until the echo `seq` from pe has come back.
+  Status WaitEcho(int pe, uint64_t seq, const char* what);
   // Sends from a message handler: no waiting; header and data must stay valid.
   void Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* data = nullptr, size_t len = 0);
   // Sends `bytes` from `src` to pe's segment at `off` as messages of at most
@@ -216,16 +223,10 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) return UcxError("reading the configuration (UCX_* variables)", st);
   // A host that vanishes without closing its connections is noticed by
-  // UCX's keepalive; its default interval is 20 s, the runtime promises a few. The
-  // user's own UCX_* settings win.
-  const struct {
-    const char* name;
-    const char* value;
-  } defaults[] = {{"KEEPALIVE_INTERVAL", "1s"}};
-  for (const auto& d : defaults) {
-    if (std::getenv(("UCX_" + std::string(d.name)).c_str())) continue;
-    if (ucp_config_modify(cfg, d.name, d.value) != UCS_OK) HP_DEBUG("UCX: no setting %s here", d.name);
-  }
+  // UCX's keepalive; its default interval is 20 s, the runtime promises a
+  // few. The user's own UCX_KEEPALIVE_INTERVAL wins.
+  if (!std::getenv("UCX_KEEPALIVE_INTERVAL") && ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s") != UCS_OK)
+    HP_DEBUG("UCX: no KEEPALIVE_INTERVAL setting here");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -380,12 +381,20 @@ Status Ucx::Wait(ucs_status_ptr_t req, int pe, const char* what) {
   return st == UCS_OK ? Status::OK() : Fail(pe, what, st);
 }
 
-Status Ucx::Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
-                 const char* what) {
+ucs_status_ptr_t Ucx::AmSend(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, data, len, &p);
+  return ucp_am_send_nbx(eps_[pe], id, hdr, hlen, data, len, &p);
+}
+
+Status Ucx::WaitEcho(int pe, uint64_t seq, const char* what) {
+  return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, what);
+}
+
+Status Ucx::Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len, bool track,
+                 const char* what) {
+  ucs_status_ptr_t req = AmSend(pe, id, hdr, hlen, data, len);
   // Marked once queued on the endpoint, so a Quiet that clears the mark sends
   // its marker behind this message.
   if (track && !UCS_PTR_IS_ERR(req)) dirty_[pe].store(1, std::memory_order_release);
@@ -394,10 +403,7 @@ Status Ucx::Send(int pe, unsigned id, const void* hdr, size_t hlen, const void* 
 
 void Ucx::Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len) {
   if (!eps_[pe] || failed_[pe].load()) return;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t req = ucp_am_send_nbx(eps_[pe], id, hdr, hlen, data, len, &p);
+  ucs_status_ptr_t req = AmSend(pe, id, hdr, hlen, data, len);
   if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);  // UCX releases it on completion
 }
 
@@ -412,8 +418,7 @@ Status Ucx::StartQuiet(int pe, uint64_t* seq) {
 Status Ucx::QuietPeer(int pe) {
   uint64_t seq;
   HPSHMEM_RETURN_IF_ERROR(StartQuiet(pe, &seq));
-  if (!seq) return Status::OK();
-  return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "quiet");
+  return seq ? WaitEcho(pe, seq, "quiet") : Status::OK();
 }
 
 Status Ucx::Quiet() {
@@ -423,29 +428,23 @@ Status Ucx::Quiet() {
     HPSHMEM_RETURN_IF_ERROR(StartQuiet(pe, &seq));
     if (seq) pending.emplace_back(pe, seq);
   }
-  for (auto [pe, seq] : pending) {
-    HPSHMEM_RETURN_IF_ERROR(
-        WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "quiet"));
-  }
+  for (auto [pe, seq] : pending) HPSHMEM_RETURN_IF_ERROR(WaitEcho(pe, seq, "quiet"));
   return Status::OK();
 }
 
 // ---------------------------------------------------------------- verbs
 
 Status Ucx::SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what) {
-  size_t n = bytes ? (bytes + kAmChunk - 1) / kAmChunk : 1;
+  size_t n = Pieces(bytes);
   std::vector<PutSignalHdr> hdrs(n);  // each must outlive its pending send
   std::vector<ucs_status_ptr_t> reqs;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_EAGER;
   Status s;
   for (size_t i = 0; i < n && s.ok(); ++i) {
     size_t pos = i * kAmChunk, len = std::min(kAmChunk, bytes - pos);
     hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0};
     hdrs[i].off = off + pos;
-    ucs_status_ptr_t r = ucp_am_send_nbx(eps_[pe], kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr),
-                                         static_cast<const uint8_t*>(src) + pos, len, &p);
+    ucs_status_ptr_t r =
+        AmSend(pe, kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr), static_cast<const uint8_t*>(src) + pos, len);
     if (UCS_PTR_IS_ERR(r)) s = Fail(pe, what, UCS_PTR_STATUS(r));
     else if (r) reqs.push_back(r);
   }
@@ -464,7 +463,7 @@ Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
   dirty_[pe].store(0, std::memory_order_release);
   uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
   HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq}, "put"));
-  return WaitFor([&] { return quiet_acked_[pe].load(std::memory_order_acquire) >= seq; }, pe, "put");
+  return WaitEcho(pe, seq, "put");
 }
 
 Status Ucx::RmaPut(int pe, size_t off, const void* src, size_t bytes) {
@@ -670,7 +669,7 @@ ucs_status_t Ucx::OnGet(void* arg, const void* hdr, size_t hlen, void*, size_t, 
   // outlive pending sends (the requester has one get in flight, so the
   // previous request's replies have all arrived).
   std::vector<GetReplyHdr>& hdrs = self->get_reply_[h.from];
-  size_t n = h.len ? (h.len + kAmChunk - 1) / kAmChunk : 1;
+  size_t n = Pieces(h.len);
   hdrs.assign(n, GetReplyHdr{h.seq, 0});
   for (size_t i = 0; i < n; ++i) {
     hdrs[i].pos = i * kAmChunk;
