@@ -114,6 +114,40 @@ std::string Human(size_t b) {
   return s;
 }
 
+// Allgather and alltoall (push) on every rank with the same call counts
+// everywhere (fixed, not timed: collectives must match); rank 0 reports the
+// median of its batches, each started after a barrier.
+template <class Row>
+void Collectives(int rank, int n, void* heap, size_t max_bytes, bool quick, Row&& row) {
+  std::vector<char> in(max_bytes / n, 3);
+  std::vector<int64_t> elems(n);
+  std::vector<const void*> sends(n);
+  const int batches = quick ? 5 : 11;
+  for (size_t b = 8; b * n <= max_bytes && b <= (quick ? (1u << 20) : (16u << 20)); b *= 8) {
+    int per = static_cast<int>(std::clamp<size_t>((64u << 20) / (b * n), 4, 400));
+    for (int k = 0; k < n; ++k) {
+      elems[k] = static_cast<int64_t>(b);
+      sends[k] = in.data();
+    }
+    std::vector<double> ag, a2a;
+    for (int i = 0; i < batches; ++i) {
+      Check(hpshmem::Barrier(), "barrier");
+      double t0 = Now();
+      for (int k = 0; k < per; ++k) Check(hpshmem::ops::Allgather(heap, in.data(), b, false, 1), "allgather");
+      ag.push_back((Now() - t0) / per);
+      Check(hpshmem::Barrier(), "barrier");
+      t0 = Now();
+      for (int k = 0; k < per; ++k) {
+        Check(hpshmem::ops::Alltoall(sends.data(), elems.data(), heap, elems.data(), 1, false, 1), "alltoall");
+      }
+      a2a.push_back((Now() - t0) / per);
+    }
+    (void)rank;
+    row({"allgather", "hpshmem push", n, b, Median(ag) * 1e6, b * n / Median(ag) / 1e9, 0});
+    row({"alltoall", "hpshmem push", n, b, Median(a2a) * 1e6, b * n / Median(a2a) / 1e9, 0});
+  }
+}
+
 void Body(int rank, int n, const std::string& out, bool quick) {
   const size_t max_bytes = quick ? (16 << 20) : (256 << 20);
   const double budget = quick ? 0.05 : 0.25;
@@ -171,6 +205,7 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     row({"barrier", "hpshmem", 2, 0, t * 1e6, 0, 0});
     Check(hpshmem::Signal(flag, SignalType::kInt64, barriers + 1, SignalOp::kSet, 1), "last barrier");
     Check(hpshmem::Barrier(), "barrier");
+    Collectives(rank, n, dst, max_bytes, quick, row);
     WriteJson(recs, out);
     std::printf("wrote %s\n", out.c_str());
   } else {
@@ -185,6 +220,7 @@ void Body(int rank, int n, const std::string& out, bool quick) {
       int64_t last = std::atomic_ref<int64_t>(*done).load();
       if (last > 0 && k >= last) break;
     }
+    Collectives(rank, n, dst, max_bytes, quick, [](const Record&) {});
   }
 }
 

@@ -119,6 +119,7 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe)
   // takes microseconds: with a remote transport spin for up to a message's
   // flight time before yielding.
   const int spins = remote ? kSpinIters / 8 : kSpinIters;
+  PollScope polling(remote);
   for (int i = 0; i < spins; ++i) {
     if (remote) remote->Progress();
     else CpuRelax();
@@ -146,6 +147,7 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe)
     }
     // Remote arrivals are handled by the transport's progress thread, which
     // rings this doorbell like a local signal does.
+    polling.End(/*to_sleep=*/true);
     if (SleepOnDoorbell(bell, dl.RemainingMs(kSleepSliceMs) + 1, ready)) return Status::OK();
   }
 }

@@ -47,6 +47,13 @@ class Transport {
   // Gives the transport a chance to handle incoming work on the caller's
   // thread (waits call it while they spin). Cheap when there is none.
   virtual void Progress() {}
+  // A thread that is about to call Progress in a loop (a wait) brackets the
+  // loop with PollBegin/PollEnd, so that a transport's own progress thread
+  // keeps off the engine meanwhile instead of fighting for its lock.
+  // to_sleep: the caller stops polling to sleep, so the transport must take
+  // over at once; otherwise it returns, and usually polls again soon.
+  virtual void PollBegin() {}
+  virtual void PollEnd(bool to_sleep) {}
 
   // This rank leaves a job in which `lost` ranks died: tell the peers, so
   // that they name those ranks rather than this one, whose connections close.
@@ -58,6 +65,24 @@ class Transport {
   // Stops the monitor, closes connections and releases mappings and
   // registrations. Idempotent.
   virtual void Shutdown() = 0;
+};
+
+// Brackets a polling loop on `t` (Transport::PollBegin/PollEnd); null: nothing.
+class PollScope {
+ public:
+  explicit PollScope(Transport* t) : t_(t) {
+    if (t_) t_->PollBegin();
+  }
+  ~PollScope() { End(false); }
+  void End(bool to_sleep) {
+    if (t_) t_->PollEnd(to_sleep);
+    t_ = nullptr;
+  }
+  PollScope(const PollScope&) = delete;
+  PollScope& operator=(const PollScope&) = delete;
+
+ private:
+  Transport* t_;
 };
 
 }  // namespace hpshmem

@@ -72,6 +72,10 @@ constexpr auto kProgressLinger = std::chrono::microseconds(50);
 // Messages of at most kAmChunk bytes that carry `bytes` (one, when empty: it still carries the header).
 size_t Pieces(size_t bytes) { return bytes ? (bytes + kAmChunk - 1) / kAmChunk : 1; }
 constexpr int kIdleWakeMs = 5;
+// How long the progress thread stands aside after application threads stop
+// polling without going to sleep (PollEnd): messages that arrive while the
+// application computes wait at most this long.
+constexpr int64_t kHandBackUs = 200;
 
 class Ucx final : public Transport {
  public:
@@ -89,6 +93,17 @@ class Ucx final : public Transport {
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
   Status Quiet() override;
   void Progress() override { ucp_worker_progress(worker_); }
+  void PollBegin() override { polling_.fetch_add(1, std::memory_order_seq_cst); }
+  void PollEnd(bool to_sleep) override {
+    // The last poller going to sleep hands the worker back to the progress
+    // thread at once; one that returns lets it come back on its own a moment
+    // later (kHandBack), by when the application has usually polled again:
+    // waking it now would only make it fight the next send for the lock.
+    if (polling_.fetch_sub(1, std::memory_order_seq_cst) == 1 && to_sleep &&
+        parked_.load(std::memory_order_seq_cst)) {
+      FutexWakeAll(reinterpret_cast<uint32_t*>(&parked_));
+    }
+  }
   void Leave(const std::vector<int>& lost) override;
   void StartMonitor(std::function<void(int)> on_peer_lost) override;
   void Shutdown() override;
@@ -185,6 +200,10 @@ class Ucx final : public Transport {
   Fd epfd_, wake_;
   std::thread progress_;
   std::atomic<bool> stopping_{false};
+  // Application threads polling the worker in a wait, and whether the
+  // progress thread stands aside for them (a futex word).
+  std::atomic<int> polling_{0};
+  std::atomic<uint32_t> parked_{0};
   std::mutex lost_mu_;
   std::function<void(int)> on_lost_;
   std::vector<int> lost_early_;  // failures seen before StartMonitor
@@ -227,6 +246,13 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   // few. The user's own UCX_KEEPALIVE_INTERVAL wins.
   if (!std::getenv("UCX_KEEPALIVE_INTERVAL") && ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s") != UCS_OK)
     HP_DEBUG("UCX: no KEEPALIVE_INTERVAL setting here");
+  // The worker is shared by the application's threads and the progress
+  // thread: a thread that finds it taken must sleep, not spin, or on a host
+  // with fewer cores than threads it spins through the time slice of the
+  // holder it displaced (measured: 8-byte alltoall across hosts 600 us with
+  // UCX's default spinlock, 60 us with a mutex). The user's setting wins.
+  if (!std::getenv("UCX_USE_MT_MUTEX") && ucp_config_modify(cfg, "USE_MT_MUTEX", "y") != UCS_OK)
+    HP_DEBUG("UCX: no USE_MT_MUTEX setting here");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -351,7 +377,9 @@ Status Ucx::Fail(int pe, const char* what, ucs_status_t st) {
 
 template <class Done>
 Status Ucx::WaitFor(Done&& done, int pe, const char* what) {
+  if (done()) return Status::OK();
   Deadline dl(timeout_sec_);
+  PollScope polling(this);
   for (unsigned i = 0; !done(); ++i) {
     if (failed_[pe].load()) return Fail(pe, what, UCS_ERR_CONNECTION_RESET);
     if (ucp_worker_progress(worker_)) continue;
@@ -712,6 +740,19 @@ void Ucx::Leave(const std::vector<int>& lost) {
 void Ucx::ProgressLoop() {
   epoll_event ev[4];
   while (!stopping_.load(std::memory_order_acquire)) {
+    // Application threads that poll in a wait get the worker to themselves:
+    // two threads progressing one worker fight for its lock, and on a host
+    // with fewer cores than threads the loser spins away the holder's time
+    // slice. Re-checked every kHandBackUs; a poller that goes to sleep wakes
+    // this thread at once (PollEnd).
+    if (polling_.load(std::memory_order_seq_cst) > 0) {
+      parked_.store(1, std::memory_order_seq_cst);
+      if (polling_.load(std::memory_order_seq_cst) > 0 && !stopping_.load(std::memory_order_acquire)) {
+        FutexWaitUs(reinterpret_cast<uint32_t*>(&parked_), 1, kHandBackUs);
+      }
+      parked_.store(0, std::memory_order_seq_cst);
+      continue;
+    }
     // A burst (a large put is many fragments) keeps coming: after more than
     // one event, poll on for a short while before paying for a sleep and a
     // wake-up per fragment. A single message (a signal) goes straight back
@@ -767,6 +808,7 @@ void Ucx::Shutdown() {
   shut_ = true;
   if (progress_.joinable()) {
     stopping_.store(true, std::memory_order_release);
+    FutexWakeAll(reinterpret_cast<uint32_t*>(&parked_));
     uint64_t one = 1;
     ssize_t w = ::write(wake_.get(), &one, sizeof one);
     (void)w;

@@ -9,8 +9,10 @@
 
 namespace hpshmem {
 
-void FutexWait(uint32_t* addr, uint32_t expected, int max_ms) {
-  timespec ts{max_ms / 1000, static_cast<long>(max_ms % 1000) * 1000000L};
+void FutexWait(uint32_t* addr, uint32_t expected, int max_ms) { FutexWaitUs(addr, expected, int64_t{max_ms} * 1000); }
+
+void FutexWaitUs(uint32_t* addr, uint32_t expected, int64_t max_us) {
+  timespec ts{static_cast<time_t>(max_us / 1000000), static_cast<long>(max_us % 1000000) * 1000L};
   // Shared (not PRIVATE) futex: the word lives in memory mapped by several
   // processes at different addresses; the kernel keys it by inode + offset.
   syscall(SYS_futex, addr, FUTEX_WAIT, expected, &ts, nullptr, 0);

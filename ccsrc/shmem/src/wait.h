@@ -45,6 +45,7 @@ template <class Ready>
 bool SleepOnDoorbell(Doorbell* bell, int max_ms, Ready&& ready);
 
 void FutexWait(uint32_t* addr, uint32_t expected, int max_ms);
+void FutexWaitUs(uint32_t* addr, uint32_t expected, int64_t max_us);
 void FutexWakeAll(uint32_t* addr);
 
 template <class Ready>

@@ -47,16 +47,24 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
 // rank's buffers only after seeing it.
 //
 // Workspace layout (int64 words in the runtime's collective workspace, zero
-// at Init), W ranks: ready[W], arrivals, consumed, mismatch, counts[W],
-// send_off[W], send_n[W] (see CollectiveLayout).
+// at Init), W ranks: ready[W], arrivals, consumed, mismatch, place[2W] (see
+// CollectiveLayout).
+//
+// Why place[]: alltoall needs, for each pair, a placement only one side
+// knows (push: where the receiver wants the sender's piece; pull: where the
+// owner keeps the reader's piece). The side that knows puts it into the other
+// side's place[] in the same message that announces the call, so nobody has
+// to fetch it: across hosts that is a round trip saved per peer.
 struct CollectiveLayout {
   int64_t* ready;     // ready[p]: last call rank p has entered
   int64_t* arrivals;  // put-with-signal ADDs received (push collectives)
   int64_t* consumed;  // reads of this rank's buffers completed by peers (pull)
   int64_t* mismatch;  // peers that found this rank's sizes inconsistent
-  int64_t* counts;    // alltoall push: elements expected from each peer
-  int64_t* send_off;  // alltoall pull: workspace-relative byte offset of the piece for each peer
-  int64_t* send_n;    // alltoall pull: elements of that piece
+  // place[2p], place[2p+1] for peer p, written by p with ready[p]. alltoall
+  // push: byte offset in p's receive buffer for this rank's piece, and the
+  // elements p expects; pull: workspace-relative byte offset of p's piece
+  // for this rank, and its elements.
+  int64_t* place;
 };
 // Errors: kNotInitialized; kUnsupported past the ranks the workspace holds.
 Status GetCollectiveLayout(CollectiveLayout* out);

@@ -28,6 +28,22 @@ Status Open(Job* j) {
   return Status::OK();
 }
 
+// Begin for alltoall: peer p's announcement carries place_for(p), the two
+// words p needs from this rank (see CollectiveLayout::place).
+template <class PlaceFor>
+Status BeginPlaced(const Job& j, int64_t* epoch, PlaceFor&& place_for) {
+  int64_t e = ++j.c->epoch;
+  for (int k = 0; k < j.w; ++k) {
+    int p = (j.me + k) % j.w;
+    int64_t words[2];
+    place_for(p, words);
+    HPSHMEM_RETURN_IF_ERROR(
+        hpshmem::PutMemSignal(j.L.place + 2 * j.me, words, sizeof words, j.L.ready + j.me, kWord, e, SignalOp::kSet, p));
+  }
+  *epoch = e;
+  return Status::OK();
+}
+
 Status Begin(const Job& j, int64_t* epoch) {
   int64_t e = ++j.c->epoch;
   for (int k = 0; k < j.w; ++k) {  // ourselves included: code may wait on any rank uniformly
@@ -71,12 +87,12 @@ Status GetCollectiveLayout(CollectiveLayout* out) {
   HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
   int64_t w = NPes();
   size_t words = kWorkspaceBytes / sizeof(int64_t);
-  if (static_cast<size_t>(4 * w + 3) > words) {
-    return Status::Unsupported("collectives support up to " + std::to_string((words - 3) / 4) +
+  if (static_cast<size_t>(3 * w + 3) > words) {
+    return Status::Unsupported("collectives support up to " + std::to_string((words - 3) / 3) +
                                " ranks (workspace of " + std::to_string(kWorkspaceBytes) + " bytes)");
   }
   auto* p = static_cast<int64_t*>(base);
-  *out = {p, p + w, p + w + 1, p + w + 2, p + w + 3, p + 2 * w + 3, p + 3 * w + 3};
+  *out = {p, p + w, p + w + 1, p + w + 2, p + w + 3};
   return Status::OK();
 }
 
@@ -146,45 +162,39 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
   int me = j.me, w = j.w;
   auto* r = static_cast<char*>(recv);
   Status bad;
+  int64_t e;
   if (!pull) {
-    // Publish what we expect before announcing the call: a peer reads it right after.
-    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.counts, recv_elems, w * sizeof(int64_t), me));
-    int64_t e;
-    HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
-    std::vector<int64_t> theirs(w);
+    std::vector<int64_t> before(w + 1, 0);  // byte offset of each source's piece in our receive buffer
+    for (int q = 0; q < w; ++q) before[q + 1] = before[q] + recv_elems[q] * static_cast<int64_t>(itemsize);
+    HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
+      words[0] = before[p];
+      words[1] = recv_elems[p];
+    }));
     for (int k = 0; k < w; ++k) {
       int p = (me + k) % w;
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(theirs.data(), L.counts, w * sizeof(int64_t), p));
+      int64_t at = L.place[2 * p], want = L.place[2 * p + 1];
       int64_t n = send_elems[p];
-      if (n != theirs[me]) {
-        if (bad.ok()) bad = Mismatch(me, p, n, theirs[me]);
+      if (n != want) {
+        if (bad.ok()) bad = Mismatch(me, p, n, want);
         HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
         HPSHMEM_RETURN_IF_ERROR(Signal(L.arrivals, kWord, 1, SignalOp::kAdd, p));  // still arrive: nobody hangs
         continue;
       }
-      int64_t before = 0;
-      for (int q = 0; q < me; ++q) before += theirs[q];
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + before * itemsize, sends[p], n * itemsize, L.arrivals, kWord, 1,
-                                           SignalOp::kAdd, p, block_dim));
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + at, sends[p], n * itemsize, L.arrivals, kWord, 1, SignalOp::kAdd,
+                                                p, block_dim));
     }
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w));
   } else {
     auto* b = reinterpret_cast<char*>(L.ready);  // the workspace starts with ready[]
-    std::vector<int64_t> table(2 * w);
-    for (int p = 0; p < w; ++p) {
-      table[p] = static_cast<const char*>(sends[p]) - b;
-      table[w + p] = send_elems[p];
-    }
-    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMem(L.send_off, table.data(), table.size() * sizeof(int64_t), me));
-    int64_t e;
-    HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
+    HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
+      words[0] = static_cast<const char*>(sends[p]) - b;
+      words[1] = send_elems[p];
+    }));
     size_t offset = 0;
     for (int p = 0; p < w; ++p) {
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      int64_t src_off = 0, n = 0;
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&src_off, L.send_off + me, sizeof src_off, p));
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(&n, L.send_n + me, sizeof n, p));
+      int64_t src_off = L.place[2 * p], n = L.place[2 * p + 1];
       if (n != recv_elems[p]) {
         if (bad.ok()) bad = Mismatch(p, me, n, recv_elems[p]);
         HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
