@@ -24,7 +24,7 @@ Status Barrier() {
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
     int to = (me + dist) % n, from = (me - dist + n) % n;
     HPSHMEM_RETURN_IF_ERROR(
-        rt->route[to]->Signal(to, BarrierRoundOffset(k), SignalType::kInt64, SignalOp::kSet, epoch));
+        rt->route[to]->ProtocolSignal(to, BarrierRoundOffset(k), SignalType::kInt64, SignalOp::kSet, epoch));
     const uint64_t* word = &rt->header()->barrier_round[k];
     auto ready = [&] { return LoadSignal(word, SignalType::kInt64) >= epoch; };
     auto describe = [&] {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "hpshmem/hpshmem.h"
@@ -35,10 +36,28 @@ class Transport {
   // verb of this process to pe, waking pe's sleeping waiters. It may return
   // before it is applied; Quiet completes it.
   virtual Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) = 0;
+  // Signal that Quiet need not complete: for protocols that wait for its
+  // effect themselves (the barrier), so that it does not make the next Quiet
+  // cost a round trip.
+  virtual Status ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
+    return Signal(pe, off, type, op, value);
+  }
   // Put, then Signal, such that a rank that observes the signal observes the
   // bytes. Returns once `src` may be reused; Quiet completes it.
   virtual Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                            SignalOp op, int64_t value) = 0;
+  // PutSignal that pe applies only once its own int64 word at `gate_off` is
+  // >= gate_value; until then the message is held at pe, and later held
+  // messages from this rank queue behind it. Quiet does not wait for held
+  // messages. Only where HoldsGated(); kUnsupported elsewhere.
+  virtual bool HoldsGated() const { return false; }
+  virtual Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                                SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) {
+    return Status::Unsupported(std::string(name()) + " transport cannot hold messages for a gate");
+  }
+  // Applies, in order, the held messages whose gates this rank's words now
+  // open. The rank calls it after raising a gate word of its own.
+  virtual void ReleaseGated() {}
   // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word; blocking, *old
   // receives the previous value. Wakes pe's waiters like Signal.
   virtual Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <list>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +39,9 @@ struct PutSignalHdr {
   int64_t value;
   uint8_t type, op;
   int32_t from;
-  uint64_t echo;  // nonzero: answer with a quiet echo of this number once handled
+  uint64_t echo;      // nonzero: answer with a quiet echo of this number once handled
+  uint64_t gate_off;  // nonzero: hold until the target's int64 there is >= gate
+  int64_t gate;
 };
 struct QuietHdr {
   int32_t from;
@@ -88,9 +91,14 @@ class Ucx final : public Transport {
   Status Put(int pe, size_t off, const void* src, size_t bytes) override;
   Status Get(int pe, void* dst, size_t off, size_t bytes) override;
   Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
+  Status ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
   Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
                    int64_t value) override;
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
+  bool HoldsGated() const override { return true; }
+  Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                        SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) override;
+  void ReleaseGated() override;
   Status Quiet() override;
   void Progress() override { ucp_worker_progress(worker_); }
   void PollBegin() override { polling_.fetch_add(1, std::memory_order_seq_cst); }
@@ -164,6 +172,8 @@ class Ucx final : public Transport {
   Status StartQuiet(int pe, uint64_t* seq);
   bool InSegment(uint64_t off, uint64_t len) const { return off <= bytes_ && len <= bytes_ - off; }
   void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old = nullptr);
+  // Writes a put-with-signal's bytes here, then applies its signal.
+  void ApplyPut(const PutSignalHdr& h, const void* data, size_t len);
   void Lost(int pe);
   void ProgressLoop();
 
@@ -200,6 +210,14 @@ class Ucx final : public Transport {
   Fd epfd_, wake_;
   std::thread progress_;
   std::atomic<bool> stopping_{false};
+  // Gated messages that arrived before their gate opened, in arrival order.
+  struct Held {
+    PutSignalHdr hdr;
+    std::vector<uint8_t> data;
+  };
+  std::mutex held_mu_;
+  std::list<Held> held_;
+  std::vector<uint32_t> held_from_;  // messages held per sender
   // Application threads polling the worker in a wait, and whether the
   // progress thread stands aside for them (a futex word).
   std::atomic<int> polling_{0};
@@ -213,6 +231,7 @@ class Ucx final : public Transport {
 Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec) {
   rank_ = boot->rank();
   nranks_ = boot->nranks();
+  held_from_.assign(nranks_, 0);
   timeout_sec_ = timeout_sec;
   base_ = seg->base();
   bytes_ = seg->bytes();
@@ -469,7 +488,7 @@ Status Ucx::SendData(int pe, size_t off, const void* src, size_t bytes, PutSigna
   Status s;
   for (size_t i = 0; i < n && s.ok(); ++i) {
     size_t pos = i * kAmChunk, len = std::min(kAmChunk, bytes - pos);
-    hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0};
+    hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0, last.gate_off, last.gate};
     hdrs[i].off = off + pos;
     ucs_status_ptr_t r =
         AmSend(pe, kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr), static_cast<const uint8_t*>(src) + pos, len);
@@ -490,7 +509,7 @@ Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
   // before it: on the echo the bytes are at the target.
   dirty_[pe].store(0, std::memory_order_release);
   uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
-  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq}, "put"));
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq, 0, 0}, "put"));
   return WaitEcho(pe, seq, "put");
 }
 
@@ -537,6 +556,11 @@ Status Ucx::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t val
   return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, true, "signal");
 }
 
+Status Ucx::ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
+  SignalHdr h{off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, false, "signal");
+}
+
 Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                       SignalOp op, int64_t value) {
   if (rma_ && bytes > kAmChunk) {
@@ -544,8 +568,18 @@ Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t 
     return Signal(pe, sig_off, type, op, value);
   }
   // The signal rides on the last piece, so it lands after every byte.
-  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0};
+  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, 0, 0};
   HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, "put-with-signal"));
+  dirty_[pe].store(1, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Ucx::PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                           SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) {
+  // Always messages (also under UCX RMA): only a message can be held.
+  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, gate_off,
+                    gate_value};
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, "gated put-with-signal"));
   dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();
 }
@@ -593,17 +627,54 @@ ucs_status_t Ucx::OnPutSignal(void* arg, const void* hdr, size_t hlen, void* dat
     return UCS_OK;
   }
   std::memcpy(&h, hdr, sizeof h);
-  if (!self->InSegment(h.off, len)) {
+  if (!self->InSegment(h.off, len) || (h.gate_off && (!self->InSegment(h.gate_off, 8) || h.gate_off % 8)) ||
+      h.from < 0 || h.from >= self->nranks_) {
     HP_WARN("UCX: dropped a put-with-signal outside the heap");
     return UCS_OK;
   }
-  std::memcpy(self->base_ + h.off, data, len);
-  if (h.type != kNoSignal) {
-    StoreFence();
-    self->ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  if (h.gate_off) {
+    std::unique_lock<std::mutex> lk(self->held_mu_);
+    if (self->held_from_[h.from] || LoadSignal(self->base_ + h.gate_off, SignalType::kInt64) < h.gate) {
+      // Not yet: keep a copy, in order behind this sender's other held messages.
+      ++self->held_from_[h.from];
+      const auto* d = static_cast<const uint8_t*>(data);
+      self->held_.push_back(Held{h, std::vector<uint8_t>(d, d + len)});
+      return UCS_OK;
+    }
   }
+  self->ApplyPut(h, data, len);
   if (h.echo) self->Echo(h.from, h.echo);
   return UCS_OK;
+}
+
+void Ucx::ApplyPut(const PutSignalHdr& h, const void* data, size_t len) {
+  if (len) std::memcpy(base_ + h.off, data, len);
+  if (h.type != kNoSignal) {
+    StoreFence();
+    ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  }
+}
+
+void Ucx::ReleaseGated() {
+  std::vector<std::pair<int, uint64_t>> echoes;  // sent once the lock is dropped: sending takes UCX's lock
+  {
+    std::lock_guard<std::mutex> lk(held_mu_);
+    if (held_.empty()) return;
+    std::vector<uint8_t> blocked(nranks_, 0);  // a sender whose first held message stays holds the rest
+    for (auto it = held_.begin(); it != held_.end();) {
+      const PutSignalHdr& h = it->hdr;
+      if (blocked[h.from] || LoadSignal(base_ + h.gate_off, SignalType::kInt64) < h.gate) {
+        blocked[h.from] = 1;
+        ++it;
+        continue;
+      }
+      ApplyPut(h, it->data.data(), it->data.size());
+      if (h.echo) echoes.emplace_back(h.from, h.echo);
+      --held_from_[h.from];
+      it = held_.erase(it);
+    }
+  }
+  for (auto [to, seq] : echoes) Echo(to, seq);
 }
 
 ucs_status_t Ucx::OnQuietReq(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {

@@ -12,6 +12,7 @@ namespace hpshmem::ops {
 namespace {
 
 constexpr SignalType kWord = SignalType::kInt64;
+constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the target's announcement
 
 // What one collective call needs, looked up once per call rather than per step.
 struct Job {
@@ -44,13 +45,19 @@ Status BeginPlaced(const Job& j, int64_t* epoch, PlaceFor&& place_for) {
   return Status::OK();
 }
 
-Status Begin(const Job& j, int64_t* epoch) {
+// skip_gated: peers that only ever receive gated messages in this call need
+// no announcement (and the flight of one message per peer is saved).
+Status Begin(const Job& j, int64_t* epoch, bool skip_gated = false) {
   int64_t e = ++j.c->epoch;
   for (int k = 0; k < j.w; ++k) {  // ourselves included: code may wait on any rank uniformly
-    HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + j.me, kWord, e, SignalOp::kSet, (j.me + k) % j.w));
+    int p = (j.me + k) % j.w;
+    if (skip_gated && p != j.me && CanHoldGated(p)) continue;
+    HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + j.me, kWord, e, SignalOp::kSet, p));
   }
   *epoch = e;
-  return Status::OK();
+  // Our own ready word is the gate of the messages peers sent ahead of this
+  // call (see Allgather): they land now, before we send anything ourselves.
+  return ReleaseGated();
 }
 
 Status WaitReady(const Job& j, int peer, int64_t epoch) {
@@ -135,10 +142,24 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read our slot from a pull call
   if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, me, block_dim));
   int64_t e;
-  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
+  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e, !pull && bytes <= kGatedMax));
   if (!pull) {
+    // Peers that can hold a message (other hosts) get it at once, gated on
+    // their ready word: it lands when they enter this call, and we save
+    // waiting a message's flight for their announcement. Past kGatedMax the
+    // copy a held message costs outweighs that; those, and peers of this
+    // host, go after the announcement.
+    bool gated_any = false;
+    for (int k = 1; k < w && bytes <= kGatedMax; ++k) {
+      int p = (me + k) % w;
+      if (!CanHoldGated(p)) continue;
+      gated_any = true;
+      HPSHMEM_RETURN_IF_ERROR(PutMemSignalGated(o + me * bytes, in, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd,
+                                                p, j.L.ready + p, e));
+    }
     for (int k = 1; k < w; ++k) {  // rotated start spreads the traffic over the peers
       int p = (me + k) % w;
+      if (gated_any && CanHoldGated(p)) continue;
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
       HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd,
                                                 p, block_dim));
