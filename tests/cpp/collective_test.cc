@@ -3,6 +3,8 @@
 // size mismatch that must fail on both sides without hanging anyone.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -37,6 +39,49 @@ TEST(Collective, AllgatherPushAndPullBackToBack3Ranks) {
       for (int src = 0; src < n; ++src)
         for (size_t i = 0; i < bytes; ++i)
           RCHECK(o[src * bytes + i] == Byte(src, i, call), "allgather call " + std::to_string(call));
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Peers on other hosts send allgather data before this rank enters the call
+// (held at the target until it does, see hpshmem::PutMemSignalGated): a rank
+// that is late must still find its previous results untouched when it enters,
+// and the new ones complete after. Sizes cross the message piece (256 KiB) and
+// the largest held size (1 MiB), so held pieces queue and the bigger sizes
+// take the announced path.
+TEST(Collective, AllgatherEarlyPeersNeverTouchALateRanksOutput4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    const size_t sizes[] = {1, 4099, 300007, (1 << 20) + 8, 8};
+    const size_t max_bytes = (1 << 20) + 8;
+    void* out;
+    RCHECK_OK(hpshmem::Malloc(max_bytes * n, &out));
+    auto* o = static_cast<unsigned char*>(out);
+    auto check = [&](size_t bytes, int call, const std::string& when) {
+      for (int src = 0; src < n; ++src)
+        for (size_t i = 0; i < bytes; ++i)
+          RCHECK(o[src * bytes + i] == Byte(src, i, call), when + " call " + std::to_string(call) + " from rank " +
+                                                               std::to_string(src) + " byte " + std::to_string(i));
+    };
+    for (int call = 0; call < 10; ++call) {
+      size_t bytes = sizes[call % 5];
+      if (call > 0 && rank == call % n) {  // late: peers have sent this call's data by now
+        usleep(40 * 1000);
+        check(sizes[(call - 1) % 5], call - 1, "before entering");
+      }
+      std::vector<unsigned char> in(bytes);
+      for (size_t i = 0; i < bytes; ++i) in[i] = Byte(rank, i, call);
+      RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, /*pull=*/false));
+      check(bytes, call, "after");
+    }
+    // Gated puts exist for peers that can hold them, and only for those.
+    for (int p = 0; p < n; ++p) {
+      int64_t* sig = static_cast<int64_t*>(out);
+      hpshmem::Status s = hpshmem::PutMemSignalGated(o, o, 0, sig, hpshmem::SignalType::kInt64, 0,
+                                                     hpshmem::SignalOp::kAdd, p, sig, 0);
+      RCHECK(s.ok() == hpshmem::CanHoldGated(p), "gated put to rank " + std::to_string(p) + ": " + s.ToString());
+      if (!s.ok()) RCHECK(s.code() == Code::kUnsupported, s.ToString());
     }
     RCHECK_OK(hpshmem::Barrier());
   });
