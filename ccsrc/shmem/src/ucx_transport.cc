@@ -80,6 +80,10 @@ constexpr int kIdleWakeMs = 5;
 // application computes wait at most this long.
 constexpr int64_t kHandBackUs = 200;
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 class Ucx final : public Transport {
  public:
   ~Ucx() override { Shutdown(); }
@@ -107,6 +111,7 @@ class Ucx final : public Transport {
     // thread at once; one that returns lets it come back on its own a moment
     // later (kHandBack), by when the application has usually polled again:
     // waking it now would only make it fight the next send for the lock.
+    last_poll_ns_.store(to_sleep ? 0 : NowNs(), std::memory_order_relaxed);
     if (polling_.fetch_sub(1, std::memory_order_seq_cst) == 1 && to_sleep &&
         parked_.load(std::memory_order_seq_cst)) {
       FutexWakeAll(reinterpret_cast<uint32_t*>(&parked_));
@@ -222,6 +227,7 @@ class Ucx final : public Transport {
   // progress thread stands aside for them (a futex word).
   std::atomic<int> polling_{0};
   std::atomic<uint32_t> parked_{0};
+  std::atomic<int64_t> last_poll_ns_{0};  // when the last poller returned (0: it went to sleep)
   std::mutex lost_mu_;
   std::function<void(int)> on_lost_;
   std::vector<int> lost_early_;  // failures seen before StartMonitor
@@ -814,12 +820,18 @@ void Ucx::ProgressLoop() {
     // Application threads that poll in a wait get the worker to themselves:
     // two threads progressing one worker fight for its lock, and on a host
     // with fewer cores than threads the loser spins away the holder's time
-    // slice. Re-checked every kHandBackUs; a poller that goes to sleep wakes
-    // this thread at once (PollEnd).
-    if (polling_.load(std::memory_order_seq_cst) > 0) {
+    // slice. The worker comes back here once nobody has polled for
+    // kHandBackUs (between calls, the application usually polls again much
+    // sooner), or at once when a poller goes to sleep (PollEnd).
+    auto aside_us = [&] {
+      if (polling_.load(std::memory_order_seq_cst) > 0) return kHandBackUs;
+      int64_t last = last_poll_ns_.load(std::memory_order_relaxed);
+      return last ? kHandBackUs - (NowNs() - last) / 1000 : int64_t{0};
+    };
+    if (int64_t us = aside_us(); us > 0) {
       parked_.store(1, std::memory_order_seq_cst);
-      if (polling_.load(std::memory_order_seq_cst) > 0 && !stopping_.load(std::memory_order_acquire)) {
-        FutexWaitUs(reinterpret_cast<uint32_t*>(&parked_), 1, kHandBackUs);
+      if ((us = aside_us()) > 0 && !stopping_.load(std::memory_order_acquire)) {
+        FutexWaitUs(reinterpret_cast<uint32_t*>(&parked_), 1, us);
       }
       parked_.store(0, std::memory_order_seq_cst);
       continue;
