@@ -82,6 +82,38 @@ TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {
   EXPECT_FALSE(r.timed_out);
 }
 
+// Ranks 2 and 3 die together: under HPSHMEM_TEST_LAYOUT=hosts that is a whole
+// host going away. The survivors name a dead rank within the bound, in a
+// barrier and in a wait.
+TEST(Failure, RanksOfAHostKilledAtOnceAreReportedWithinFiveSeconds) {
+  auto r = RunJob(4, [](int rank, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
+    RCHECK_OK(hpshmem::Barrier());
+    if (rank >= 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    hpshmem::Status s = rank == 1 ? hpshmem::Barrier()
+                                  : hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr);
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    RCHECK(s.code() == Code::kPeerDead, s.ToString());
+    size_t at = s.message().find("rank(s) ");
+    RCHECK(at != std::string::npos, s.message());
+    std::string named = s.message().substr(at, s.message().find(" exited") - at);
+    RCHECK(named.find('2') != std::string::npos || named.find('3') != std::string::npos, s.message());
+    RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+    s = hpshmem::Finalize();
+    RCHECK(s.code() == Code::kPeerDead, s.ToString());
+  }, [] { JobOptions o; o.timeout_sec = 60; o.finalize = false; return o; }());
+  ASSERT_EQ(r.term_signal.size(), 4u);
+  EXPECT_EQ(r.term_signal[2], SIGKILL);
+  EXPECT_EQ(r.term_signal[3], SIGKILL);
+  for (int k : {0, 1}) EXPECT_EQ(r.exit_code[k], 0) << r.Describe();
+  EXPECT_FALSE(r.timed_out);
+}
+
 namespace {
 
 // Names that belong to the job with this unique id: its abstract sockets carry the job id;
