@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "config.h"
 #include "net.h"
@@ -42,13 +44,44 @@ TEST(Config, EnvironmentAndOverrides) {
   hpshmem::Status s = hpshmem::Config::Build({}, &c);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"), std::string::npos);
+  // The range: (0, 1e9] seconds or inf (forever). Past it nothing overflows
+  // into an instant timeout: it is refused, naming the variable.
+  for (const char* bad : {"0", "-1", "nan", "1e10", "1e400", "-inf", "1e9x"}) {
+    setenv("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", bad, 1);
+    s = hpshmem::Config::Build({}, &c);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"), std::string::npos) << bad;
+  }
+  for (const char* good : {"1e9", "inf", "Infinity", "0.001"}) {
+    setenv("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", good, 1);
+    EXPECT_TRUE(hpshmem::Config::Build({}, &c).ok()) << good;
+    EXPECT_EQ(c.timeout_sec, std::strtod(good, nullptr)) << good;
+  }
   unsetenv("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC");
+  hpshmem::InitAttr huge;
+  huge.timeout_sec = 1e10;
+  EXPECT_EQ(hpshmem::Config::Build(huge, &c).code(), Code::kInvalidArgument);
+  huge.timeout_sec = -2;
+  EXPECT_EQ(hpshmem::Config::Build(huge, &c).code(), Code::kInvalidArgument);
   setenv("HYPER_PARALLEL_SHMEM_BLOCK_DIM", "0", 1);
   EXPECT_EQ(hpshmem::Config::Build({}, &c).code(), Code::kInvalidArgument);
   unsetenv("HYPER_PARALLEL_SHMEM_BLOCK_DIM");
   setenv("SYMMETRIC_MEMORY_HEAP_SIZE", "100", 1);
   EXPECT_EQ(hpshmem::Config::Build({}, &c).code(), Code::kInvalidArgument);  // below the minimum
   unsetenv("SYMMETRIC_MEMORY_HEAP_SIZE");
+}
+
+TEST(Deadline, ForeverAndTheLongestFiniteDoNotExpireOrOverflow) {
+  for (double sec : {1e9, std::numeric_limits<double>::infinity(), 1e300}) {
+    hpshmem::Deadline d(sec);
+    EXPECT_FALSE(d.Expired()) << sec;
+    EXPECT_EQ(d.RemainingMs(50), 50) << sec;
+  }
+  EXPECT_TRUE(hpshmem::Deadline(0).Expired());
+  EXPECT_TRUE(hpshmem::Deadline(std::nan("")).Expired());
+  hpshmem::Deadline soon(0.05);
+  EXPECT_FALSE(soon.Expired());
+  EXPECT_LE(soon.RemainingMs(), 50);
 }
 
 TEST(ParseEndpoint, Forms) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <thread>
 
 #include "bootstrap.h"
@@ -46,6 +47,26 @@ TEST(Failure, TimeoutNamesRankSignalRelationAndLastValue) {
     RCHECK_OK(hpshmem::Barrier());
   }, o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// "Wait forever" and the longest finite timeout wait; they neither overflow
+// into an instant timeout nor hang once the signal comes.
+TEST(Failure, InfiniteAndLongestTimeoutsWaitForTheSignal) {
+  for (double timeout : {std::numeric_limits<double>::infinity(), 1e9}) {
+    auto r = RunJob(2, [](int rank, int) {
+      void* p;
+      RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
+      RCHECK_OK(hpshmem::Barrier());
+      if (rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        RCHECK_OK(hpshmem::Signal(p, SignalType::kInt64, 1, SignalOp::kSet, 0));
+      } else {
+        RCHECK_OK(hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr));
+      }
+      RCHECK_OK(hpshmem::Barrier());
+    }, [&] { JobOptions o; o.timeout_sec = timeout; return o; }());
+    EXPECT_TRUE(r.AllOk()) << timeout << ": " << r.Describe();
+  }
 }
 
 TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {

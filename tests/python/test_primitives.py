@@ -478,6 +478,11 @@ def test_gil_released_while_waiting(fw):
     assert_job_ok(HERE, "scenario_gil_release", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "10"}, framework=fw)
 
 
+def test_infinite_timeout_waits_instead_of_failing_at_once():
+    # "inf" reaches the framework's rendezvous too (torch's store takes no infinite timedelta).
+    assert_job_ok(HERE, "scenario_gil_release", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "inf"})
+
+
 def test_use_after_free_and_bad_frees(fw):
     assert_job_ok(HERE, "scenario_use_after_free", 3, framework=fw)
 

@@ -3,7 +3,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <string>
+
+#include "net.h"
 
 namespace hpshmem {
 namespace {
@@ -47,6 +50,19 @@ Status ParseByteSize(const std::string& text, const char* what, size_t* out) {
   return Status::OK();
 }
 
+namespace {
+
+constexpr char kTimeoutRange[] =
+    "must be a number of seconds > 0 and <= 1e9, or inf to wait forever";
+
+// (0, kMaxFiniteTimeoutSec] or +inf. NaN, zero, negatives and finite values
+// past the range are refused rather than silently turned into "forever".
+bool ValidTimeout(double t) {
+  return (t > 0 && t <= kMaxFiniteTimeoutSec) || t == std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
 Status Config::Build(const InitAttr& attr, Config* out) {
   Config c;
   if (const char* v = Env("SYMMETRIC_MEMORY_HEAP_SIZE")) {
@@ -56,9 +72,8 @@ Status Config::Build(const InitAttr& attr, Config* out) {
     char* end = nullptr;
     errno = 0;
     double t = std::strtod(v, &end);
-    if (errno || end == v || *end || !(t > 0)) {
-      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC='") + v +
-                                     "' must be a positive number of seconds");
+    if (errno || end == v || *end || !ValidTimeout(t)) {
+      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC='") + v + "' " + kTimeoutRange);
     }
     c.timeout_sec = t;
   }
@@ -100,8 +115,10 @@ Status Config::Build(const InitAttr& attr, Config* out) {
   }
 
   if (attr.heap_bytes) c.heap_bytes = attr.heap_bytes;
-  if (attr.timeout_sec < 0) return Status::InvalidArgument("InitAttr::timeout_sec must be >= 0");
-  if (attr.timeout_sec > 0) c.timeout_sec = attr.timeout_sec;
+  if (attr.timeout_sec != 0 && !ValidTimeout(attr.timeout_sec))
+    return Status::InvalidArgument("InitAttr::timeout_sec=" + Seconds(attr.timeout_sec) + " " + kTimeoutRange +
+                                   " (or 0 for the environment's)");
+  if (attr.timeout_sec != 0) c.timeout_sec = attr.timeout_sec;
   if (attr.block_dim < 0 || attr.block_dim > kMaxBlockDim)
     return Status::InvalidArgument("InitAttr::block_dim must be in [0, 64]");
   if (attr.block_dim) c.block_dim = attr.block_dim;

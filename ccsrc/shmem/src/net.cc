@@ -26,6 +26,7 @@ std::string Seconds(double s) {
 }
 
 int Deadline::RemainingMs(int cap_ms) const {
+  if (end_ == Clock::time_point::max()) return cap_ms;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now()).count();
   if (left < 0) return 0;
   if (left > cap_ms) return cap_ms;

@@ -16,12 +16,20 @@ using Clock = std::chrono::steady_clock;
 // "120", "0.5": seconds for messages, without to_string's six decimals.
 std::string Seconds(double s);
 
+// Finite timeouts go up to this many seconds (about 31 years); longer ones,
+// infinity included, mean "never": a deadline that far converts to clock
+// ticks without overflow (1e18 ns < 2^63).
+constexpr double kMaxFiniteTimeoutSec = 1e9;
+
 class Deadline {
  public:
+  // seconds: > kMaxFiniteTimeoutSec or +inf never expires; NaN or <= 0 has expired.
   explicit Deadline(double seconds)
-      : end_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(seconds))) {}
-  bool Expired() const { return Clock::now() >= end_; }
+      : end_(seconds > kMaxFiniteTimeoutSec ? Clock::time_point::max()
+             : seconds > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(seconds))
+                           : Clock::now()) {}
+  bool Expired() const { return end_ != Clock::time_point::max() && Clock::now() >= end_; }
   // Milliseconds left, clamped to [0, cap_ms].
   int RemainingMs(int cap_ms = 1 << 30) const;
 

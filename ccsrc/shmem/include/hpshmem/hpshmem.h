@@ -54,7 +54,7 @@ struct InitAttr {
   std::string endpoint;  // "tcp://host:port"; rank 0 listens there
   // Overrides of the environment; 0 means "take it from the environment".
   size_t heap_bytes = 0;     // SYMMETRIC_MEMORY_HEAP_SIZE (default 1 GiB)
-  double timeout_sec = 0;    // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (default 120)
+  double timeout_sec = 0;    // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (default 120); (0, 1e9] or inf = forever
   int block_dim = 0;         // HYPER_PARALLEL_SHMEM_BLOCK_DIM (default 1)
 };
 

@@ -61,7 +61,8 @@ class TorchSymmetricMemoryHandler:
             store.set(key, uid)
         else:
             try:
-                store.wait([key], datetime.timedelta(seconds=timeout_sec))
+                # inf ("wait forever") has no timedelta; a billion seconds is as good.
+                store.wait([key], datetime.timedelta(seconds=min(timeout_sec, 1e9)))
             except Exception as e:  # the store raises its own timeout type per backend
                 raise TimeoutError(
                     f"rank {rank}: rank 0 did not publish the symmetric-memory unique id within "
