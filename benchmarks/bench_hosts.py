@@ -8,7 +8,8 @@ Runs, alternating `--repeat` times and keeping the best of each figure:
     HYPER_PARALLEL_SHMEM_HOST_ID) with UCX_TLS=tcp,self UCX_NET_DEVICES=lo: put/get bandwidth,
     one-way put-with-signal latency, remote adds, barrier;
   * the engine: ucx_perftest ucp_am_lat (8 B, one way: the wire's floor for a message),
-    ucp_put_lat (8 B) and ucp_put_bw (1 MiB, 16 MiB) with the same UCX settings;
+    ucp_put_lat (8 B), ucp_put_bw and ucp_am_bw (1 MiB, 16 MiB: one-way message bandwidth, the
+    wire's ceiling for our puts) with the same UCX settings;
   * the peer: Open MPI's OSHMEM (spml ucx, same UCX settings), 8-byte put + fence + signal one way
     (benchmarks/oshmem_put_signal.c, built here with oshcc).
 Prints a table and writes JSON records {op, impl, bytes, median_us, gbps}. Not a test: nothing here
@@ -73,7 +74,8 @@ def perftest(test: str, size: int, iters: int) -> dict:
     # Final line: iterations, typical/avg/overall latency (us), avg/overall bandwidth (MB/s), rates.
     line = [ln for ln in cl.stdout.splitlines() if ln.strip() and ln.strip()[0].isdigit()][-1].split()
     lat_us, mbps = float(line[2]), float(line[5])
-    op = {"ucp_am_lat": "put_signal_latency", "ucp_put_lat": "put_latency", "ucp_put_bw": "put"}[test]
+    op = {"ucp_am_lat": "put_signal_latency", "ucp_put_lat": "put_latency", "ucp_put_bw": "put",
+          "ucp_am_bw": "put"}[test]
     return {"op": op, "impl": f"ucx_perftest {test}", "bytes": size, "median_us": lat_us,
             "gbps": mbps * 1e6 / 1e9 if test.endswith("_bw") else 0.0}
 
@@ -117,7 +119,8 @@ def main() -> int:
     for _ in range(a.repeat):  # alternated, so drift in the machine hits all alike
         runs.append(ours(a.binary))
         runs.append([perftest("ucp_am_lat", 8, 20000), perftest("ucp_put_lat", 8, 5000),
-                     perftest("ucp_put_bw", 1 << 20, 200), perftest("ucp_put_bw", 16 << 20, 30)])
+                     perftest("ucp_put_bw", 1 << 20, 200), perftest("ucp_put_bw", 16 << 20, 30),
+                     perftest("ucp_am_bw", 1 << 20, 2000), perftest("ucp_am_bw", 16 << 20, 200)])
         runs.append(oshmem(work))
     recs = sorted(best(runs), key=lambda r: (r["op"], r["bytes"], r["impl"]))
     print(f"{'op':<20} {'impl':<28} {'bytes':>10} {'us':>12} {'GB/s':>8}")
