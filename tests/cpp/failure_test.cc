@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "bootstrap.h"
 #include "multirank.h"
+#include "ops/ops.h"
 
 using hpshmem::Cmp;
 using hpshmem::Code;
@@ -195,6 +198,59 @@ TEST(Failure, NothingIsLeftBehindAfterExitOrKill) {
   EXPECT_TRUE(r.timed_out);
   for (int s : r.term_signal) EXPECT_EQ(s, SIGKILL);
   EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{});
+}
+
+// Finalize on the main thread while other threads are inside calls of every
+// kind: a wait that nothing will satisfy, remote puts and gets in a loop,
+// collectives in a loop. Those calls leave with kNotInitialized (the wait
+// saying it was interrupted by finalize) or finish; nothing crashes, and
+// memory a stale pointer still reaches reads as harmless zeros.
+TEST(Failure, FinalizeWhileOtherThreadsAreInsideCalls) {
+  auto r = RunJob(2, [](int rank, int n) {
+    void *sig, *buf, *out;
+    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
+    RCHECK_OK(hpshmem::Malloc(1 << 16, &buf));
+    RCHECK_OK(hpshmem::Malloc(1 << 16, &out));
+    RCHECK_OK(hpshmem::Barrier());
+    const int peer = (rank + 1) % n;
+    std::vector<hpshmem::Status> last(4);
+    std::atomic<int> started{0};
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {  // waits for a signal nobody sends
+      ++started;
+      last[0] = hpshmem::SignalWaitUntil(sig, SignalType::kInt64, Cmp::kEq, 1, nullptr);
+    });
+    threads.emplace_back([&] {  // remote puts until refused
+      std::vector<char> src(1 << 16, 1);
+      ++started;
+      while ((last[1] = hpshmem::PutMem(buf, src.data(), src.size(), peer)).ok()) {}
+    });
+    threads.emplace_back([&] {  // remote gets until refused
+      std::vector<char> dst(1 << 16);
+      ++started;
+      while ((last[2] = hpshmem::GetMem(dst.data(), buf, dst.size(), peer)).ok()) {}
+    });
+    threads.emplace_back([&] {  // collectives until refused
+      std::vector<char> in(1000, static_cast<char>(rank));
+      ++started;
+      while ((last[3] = hpshmem::ops::Allgather(out, in.data(), in.size(), false)).ok()) {}
+    });
+    while (started.load() < 4) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    hpshmem::Status f = hpshmem::Finalize();
+    RCHECK(f.ok() || f.code() == Code::kPeerDead, f.ToString());
+    for (auto& t : threads) t.join();
+    RCHECK(last[0].code() == Code::kNotInitialized, last[0].ToString());
+    RCHECK(last[0].message().find("finalized while waiting") != std::string::npos, last[0].message());
+    for (int k = 1; k < 4; ++k) {
+      RCHECK(last[k].code() == Code::kNotInitialized || last[k].code() == Code::kPeerDead,
+             "thread " + std::to_string(k) + ": " + last[k].ToString());
+    }
+    // The heap is gone; what a stale pointer reaches now is zeros, not a fault.
+    RCHECK(*static_cast<volatile int64_t*>(sig) == 0, "retired heap reads as zeros");
+    *static_cast<volatile int64_t*>(sig) = 5;  // and writing there harms nothing
+  }, [] { JobOptions o; o.finalize = false; return o; }());
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
 TEST(Failure, FinalizeThenReinitInOneProcess) {

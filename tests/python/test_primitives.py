@@ -216,6 +216,44 @@ def scenario_gil_release(rank, world):
     symm.finalize()
 
 
+def scenario_finalize_while_waiting(rank, world):
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    sig = symm.empty(2, dtype=F.dtype("int32"))
+    F.fill(sig, 0)
+    symm.barrier()
+    seen = {}
+
+    def waiter():  # nothing will ever satisfy this wait
+        try:
+            symm.shmem_wait_for_signal(None, sig, 0, 1, "eq")
+        except Exception as e:  # noqa: BLE001 - the class is what is checked
+            seen["e"] = e
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.2)
+    assert t.is_alive()
+    symm.finalize()  # used to unmap the heap under the waiter (SIGSEGV)
+    t.join(timeout=10)
+    assert not t.is_alive()
+    assert isinstance(seen.get("e"), symm.NotInitializedError), repr(seen.get("e"))
+    assert "finalized while waiting" in str(seen["e"]), str(seen["e"])
+    # After finalize only empty() starts a runtime: the rest raise at once instead of
+    # starting a bootstrap that waits for peers who are not coming.
+    t0 = time.monotonic()
+    for call in (symm.barrier, lambda: symm.shmem_signal_op(sig, 0, 1, "add", 0)):
+        try:
+            call()
+        except symm.NotInitializedError:
+            pass
+        except symm.ShmemValueError:
+            pass  # sig was emptied by finalize: refused as an argument first
+        else:
+            raise AssertionError("a call after finalize() succeeded")
+    assert time.monotonic() - t0 < 2.0
+
+
 def scenario_use_after_free(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -481,6 +519,10 @@ def test_gil_released_while_waiting(fw):
 def test_infinite_timeout_waits_instead_of_failing_at_once():
     # "inf" reaches the framework's rendezvous too (torch's store takes no infinite timedelta).
     assert_job_ok(HERE, "scenario_gil_release", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "inf"})
+
+
+def test_finalize_while_another_thread_waits(fw):
+    assert_job_ok(HERE, "scenario_finalize_while_waiting", 2, framework=fw)
 
 
 def test_use_after_free_and_bad_frees(fw):

@@ -7,7 +7,8 @@
 namespace hpshmem {
 
 Status Barrier() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("Barrier");
   // A barrier can never complete once a rank is gone; failing at entry also
   // keeps a failed job's stray arrivals from completing a later barrier.

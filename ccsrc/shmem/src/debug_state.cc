@@ -8,7 +8,8 @@
 namespace hpshmem {
 
 Status GetRuntimeInfo(RuntimeInfo* out) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("GetRuntimeInfo");
   std::lock_guard<std::mutex> lk(rt->alloc_mu);
   out->rank = rt->rank;
@@ -33,7 +34,8 @@ Status EnvironmentSettings(RuntimeInfo* out) {
 }
 
 const char* PeerTransport(int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt || pe < 0 || pe >= rt->nranks) return nullptr;
   return pe == rt->rank ? "self" : rt->route[pe]->name();
 }
@@ -70,7 +72,8 @@ std::string DebugState() {
 }
 
 Status ParallelFor(int n, const std::function<Status(int)>& fn) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (n <= 1 || !rt) {
     for (int i = 0; i < n; ++i) HPSHMEM_RETURN_IF_ERROR(fn(i));
     return Status::OK();
@@ -85,7 +88,8 @@ Status ParallelFor(int n, const std::function<Status(int)>& fn) {
 }
 
 int DefaultBlockDim() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   return rt ? rt->config.block_dim : 1;
 }
 

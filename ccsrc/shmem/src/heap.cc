@@ -49,7 +49,8 @@ Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, 
 }
 
 Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit(what);
   if (!out) return Status::InvalidArgument(std::string(what) + ": out is null");
   *out = nullptr;
@@ -93,7 +94,8 @@ Status Calloc(size_t count, size_t size, void** out) {
 }
 
 Status Free(void* ptr) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("Free");
   std::lock_guard<std::mutex> lk(rt->alloc_mu);
   auto a = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(rt->heap);
@@ -113,19 +115,22 @@ Status Free(void* ptr) {
 }
 
 CollectiveCounters* GetCollectiveCounters() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   return rt ? &rt->coll : nullptr;
 }
 
 Status CollectiveWorkspace(void** base) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("CollectiveWorkspace");
   *base = rt->sym_base;
   return Status::OK();
 }
 
 void* Ptr(const void* local, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt || pe < 0 || pe >= rt->nranks || !rt->peer_sym[pe]) return nullptr;
   size_t off;
   if (!SymOffset(rt, local, 0, "Ptr", &off).ok()) return nullptr;
@@ -133,7 +138,8 @@ void* Ptr(const void* local, int pe) {
 }
 
 bool IsSymmetric(const void* p, size_t bytes) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   size_t off;
   return rt && SymOffset(rt, p, bytes, "IsSymmetric", &off).ok();
 }

@@ -5,7 +5,8 @@
 namespace hpshmem {
 
 Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("PutMem");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMem"));
@@ -16,7 +17,8 @@ Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
 }
 
 Status GetMem(void* dest, const void* src, size_t bytes, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("GetMem");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "GetMem"));
@@ -35,7 +37,8 @@ Status Fence() {
 }
 
 Status Quiet() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) {
     StoreFence();
     return Status::OK();

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "log.h"
 #include "ucx_transport.h"
@@ -128,6 +130,21 @@ Status Runtime::QuietAll() {
 
 Runtime* CurrentRuntime() { return g_rt.load(std::memory_order_acquire); }
 
+namespace {
+std::atomic<int> g_calls{0};  // CallScopes alive, on every thread
+}  // namespace
+
+// Dekker with Finalize (all seq_cst): a call counts itself, then looks at the
+// runtime; Finalize marks it closing, then looks at the count. Either the
+// call sees `closing` and backs off, or Finalize sees the call and waits.
+CallScope::CallScope() {
+  g_calls.fetch_add(1, std::memory_order_seq_cst);
+  Runtime* rt = g_rt.load(std::memory_order_seq_cst);
+  if (rt && !rt->closing.load(std::memory_order_seq_cst)) rt_ = rt;
+}
+
+CallScope::~CallScope() { g_calls.fetch_sub(1, std::memory_order_seq_cst); }
+
 std::mutex& LifecycleMutex() {
   static std::mutex mu;
   return mu;
@@ -207,7 +224,22 @@ Status Finalize() {
       if (rt->peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive)) lost.push_back(r);
     rt->ucx->Leave(lost);
   }
-  g_rt.store(nullptr, std::memory_order_release);
+  // Calls still in flight on other threads: waits are woken and leave with
+  // kNotInitialized, the rest finish; nothing is released under them.
+  rt->closing.store(true, std::memory_order_seq_cst);
+  g_rt.store(nullptr, std::memory_order_seq_cst);
+  if (rt->ucx) rt->ucx->Interrupt();
+  auto since = std::chrono::steady_clock::now();
+  bool warned = false;
+  while (g_calls.load(std::memory_order_seq_cst) > 0) {
+    NotifyAll(&rt->header()->data);
+    NotifyAll(&rt->header()->control);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (!warned && std::chrono::steady_clock::now() - since > std::chrono::seconds(1)) {
+      HP_WARN("finalize: waiting for %d call(s) still running on other threads", g_calls.load());
+      warned = true;
+    }
+  }
   Release(rt);
   delete rt;
   SetLogRank(-1);
@@ -215,7 +247,8 @@ Status Finalize() {
 }
 
 Status BootstrapAllgather(const void* mine, size_t bytes, void* all) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("BootstrapAllgather");
   if (bytes > (size_t{1} << 20))
     return Status::InvalidArgument("BootstrapAllgather: " + std::to_string(bytes) + " bytes is more than 1 MiB");
@@ -224,13 +257,14 @@ Status BootstrapAllgather(const void* mine, size_t bytes, void* all) {
 }
 
 Status BootstrapBarrier() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("BootstrapBarrier");
   return rt->boot->Barrier();
 }
 
 bool IsInitialized() { return CurrentRuntime() != nullptr; }
-int MyPe() { Runtime* rt = CurrentRuntime(); return rt ? rt->rank : -1; }
-int NPes() { Runtime* rt = CurrentRuntime(); return rt ? rt->nranks : 0; }
+int MyPe() { CallScope call; Runtime* rt = call.rt(); return rt ? rt->rank : -1; }
+int NPes() { CallScope call; Runtime* rt = call.rt(); return rt ? rt->nranks : 0; }
 
 }  // namespace hpshmem

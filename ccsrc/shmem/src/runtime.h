@@ -53,6 +53,9 @@ struct Runtime {
   std::unique_ptr<std::atomic<uint8_t>[]> peer_state;
   std::atomic<int> lost_count{0};
   std::atomic<bool> finalizing{false};
+  // Finalize is releasing the runtime: calls in flight leave with an error,
+  // new ones are refused (see CallScope).
+  std::atomic<bool> closing{false};
   std::unique_ptr<WorkerPool> pool;
   std::mutex pool_mu;
   CollectiveCounters coll;
@@ -64,8 +67,24 @@ struct Runtime {
   Status QuietAll();
 };
 
-// The live runtime, or nullptr.
+// The live runtime, or nullptr. Public calls use CallScope instead.
 Runtime* CurrentRuntime();
+
+// Every public call runs inside one. While any exists, Finalize does not
+// release the runtime (it wakes the waits among them, which leave with
+// kNotInitialized, and waits for the rest to return); once Finalize has
+// begun closing, rt() is null, so a call started then is refused at once.
+class CallScope {
+ public:
+  CallScope();
+  ~CallScope();
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  Runtime* rt() const { return rt_; }
+
+ private:
+  Runtime* rt_ = nullptr;
+};
 // Held by Init, Finalize and DebugState.
 std::mutex& LifecycleMutex();
 
@@ -137,6 +156,10 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe)
       if (ready()) return Status::OK();
       return Status::Timeout("rank " + std::to_string(rt->rank) + ": " + describe() + " timed out after " +
                              Seconds(rt->config.timeout_sec) + " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
+    }
+    if (rt->closing.load(std::memory_order_acquire)) {
+      return Status::NotInitialized("rank " + std::to_string(rt->rank) + ": " + describe() +
+                                    " was interrupted: the runtime was finalized while waiting");
     }
     auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     if (waited < kYieldNs) {

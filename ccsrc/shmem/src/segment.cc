@@ -27,6 +27,12 @@ void* MapAligned(int fd, size_t bytes) {
   return p;
 }
 
+void RetireMapping(void* addr, size_t bytes) {
+  void* r = ::mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+                   0);
+  if (r == MAP_FAILED) ::munmap(addr, bytes);  // out of mappings: at least never touch the heap again
+}
+
 Status LocalSegment::Create(size_t heap_bytes, int rank, int nranks, uint64_t job_id,
                             std::unique_ptr<LocalSegment>* out) {
   std::unique_ptr<LocalSegment> s(new LocalSegment());
@@ -52,7 +58,7 @@ Status LocalSegment::Create(size_t heap_bytes, int rank, int nranks, uint64_t jo
 }
 
 LocalSegment::~LocalSegment() {
-  if (base_) ::munmap(base_, bytes_);
+  if (base_) RetireMapping(base_, bytes_);
 }
 
 Status HostKey(const std::string& host_id, std::string* out) {

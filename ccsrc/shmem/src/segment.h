@@ -42,6 +42,12 @@ class LocalSegment {
 // Maps `fd` (`bytes` long) read-write at a kSegmentAlign-aligned address, or
 // returns MAP_FAILED.
 void* MapAligned(int fd, size_t bytes);
+// Releases a segment mapping by putting private zero pages in its place
+// instead of unmapping it: framework tensors that outlive Finalize (views
+// kept by the user) then read zeros and write into memory that belongs to
+// nothing, rather than faulting or reaching whatever is mapped there later.
+// Costs address space only (no reservation; pages appear only if touched).
+void RetireMapping(void* addr, size_t bytes);
 
 // What a rank publishes about itself at Init (fixed size, exchanged through
 // the bootstrap).

@@ -330,7 +330,7 @@ void ShmTransport::Shutdown() {
   for (auto& l : links_) l.Reset();
   listener_.Reset();
   for (int r = 0; r < nranks_; ++r) {
-    if (segments_[r] && r != rank_) ::munmap(segments_[r], seg_->bytes());
+    if (segments_[r] && r != rank_) RetireMapping(segments_[r], seg_->bytes());
     segments_[r] = nullptr;
   }
 }

@@ -57,14 +57,16 @@ const char* CmpName(Cmp c) {
 }
 
 Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp op, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("Signal");
   size_t off;
   return CheckSignalCall(rt, sig, type, value, op, pe, "Signal", &off);
 }
 
 Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("Signal");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignalCall(rt, sig, type, value, op, pe, "Signal", &off));
@@ -72,7 +74,8 @@ Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe) {
 }
 
 Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int pe, int64_t* old) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("AtomicFetch");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignalCall(rt, sig, type, value, op, pe, "AtomicFetch", &off));
@@ -82,7 +85,8 @@ Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int p
 
 Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
                     SignalOp op, int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("PutMemSignal");
   // Validate the signal and the put before anything is written.
   size_t sig_off, off;
@@ -94,7 +98,8 @@ Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, Signal
 
 Status PutMemSignalGated(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
                          SignalOp op, int pe, const void* gate, int64_t gate_value) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("PutMemSignalGated");
   size_t sig_off, off, gate_off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignalCall(rt, sig, type, value, op, pe, "Signal", &sig_off));
@@ -106,19 +111,22 @@ Status PutMemSignalGated(void* dest, const void* src, size_t bytes, void* sig, S
 }
 
 bool CanHoldGated(int pe) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   return rt && pe >= 0 && pe < rt->nranks && rt->route[pe]->HoldsGated();
 }
 
 Status ReleaseGated() {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("ReleaseGated");
   if (rt->ucx) rt->ucx->ReleaseGated();
   return Status::OK();
 }
 
 Status SignalFetch(const void* sig, SignalType type, int64_t* out) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("SignalFetch");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, sig, type, "SignalFetch", &off));
@@ -128,7 +136,8 @@ Status SignalFetch(const void* sig, SignalType type, int64_t* out) {
 
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
                        const char* label) {
-  Runtime* rt = CurrentRuntime();
+  CallScope call;
+  Runtime* rt = call.rt();
   if (!rt) return NotInit("SignalWaitUntil");
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, sig, type, "SignalWaitUntil", &off));

@@ -74,6 +74,10 @@ class Transport {
   virtual void PollBegin() {}
   virtual void PollEnd(bool to_sleep) {}
 
+  // Makes waits inside the transport return kNotInitialized at once (the
+  // runtime is being finalized under them). Irreversible.
+  virtual void Interrupt() {}
+
   // This rank leaves a job in which `lost` ranks died: tell the peers, so
   // that they name those ranks rather than this one, whose connections close.
   virtual void Leave(const std::vector<int>& lost) {}

@@ -118,6 +118,7 @@ class Ucx final : public Transport {
       FutexWakeAll(reinterpret_cast<uint32_t*>(&parked_));
     }
   }
+  void Interrupt() override { interrupted_.store(true, std::memory_order_release); }
   void Leave(const std::vector<int>& lost) override;
   void StartMonitor(std::function<void(int)> on_peer_lost) override;
   void Shutdown() override;
@@ -216,6 +217,7 @@ class Ucx final : public Transport {
   Fd epfd_, wake_;
   std::thread progress_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> interrupted_{false};  // Interrupt(): waits give up
   // Gated messages that arrived before their gate opened, in arrival order.
   struct Held {
     PutSignalHdr hdr;
@@ -417,6 +419,10 @@ Status Ucx::WaitFor(Done&& done, int pe, const char* what) {
   PollScope polling(this);
   for (unsigned i = 0; !done(); ++i) {
     if (failed_[pe].load()) return Fail(pe, what, UCS_ERR_CONNECTION_RESET);
+    if (interrupted_.load(std::memory_order_acquire)) {
+      return Status::NotInitialized("rank " + std::to_string(rank_) + ": " + what + " to rank " +
+                                    std::to_string(pe) + " was interrupted: the runtime was finalized meanwhile");
+    }
     if (ucp_worker_progress(worker_)) continue;
     if ((i & 255) == 0) {
       if (dl.Expired()) {

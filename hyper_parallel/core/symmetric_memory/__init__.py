@@ -171,6 +171,18 @@ def _ensure_init():
         _state.world = _C.n_pes()
 
 
+def _require_init(what: str):
+    """Only empty() starts the runtime: any other call before it, or after finalize(), raises
+    at once rather than starting a bootstrap that waits for peers who are not coming."""
+    if _state.world:
+        return
+    if _C.is_initialized():
+        _state.world = _C.n_pes()
+        return
+    raise NotInitializedError(f"{what}: the runtime is not initialized (symm.empty() starts it; after "
+                              "finalize() only empty() starts a new one)")
+
+
 # --------------------------------------------------------------------------- argument checks
 class _Indexed:
     """The name "base[i]", formatted only when an error message needs it (hot paths skip the f-string)."""
@@ -240,7 +252,7 @@ def _span(numel: int, offset: int, size: int, name: str, off_name: str):
 
 
 def _rank(x, name: str = "target_rank") -> int:
-    _ensure_init()
+    _require_init("this call")
     r = _int(x, name)
     world = _state.world
     if not 0 <= r < world:
@@ -467,7 +479,7 @@ def barrier() -> None:
     """
     if _sync is not None:
         _sync()
-    _ensure_init()
+    _require_init("barrier()")
     _C.barrier()
 
 
@@ -494,7 +506,7 @@ def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None)
     i_addr, i_numel, _, i_dtype = _tensor(input_tensor, "input_tensor")
     if o_dtype != i_dtype:
         raise _type_error(f"output_tensor ({o_dtype}) and input_tensor ({i_dtype}) must have the same dtype")
-    _ensure_init()
+    _require_init("shmem_allgather()")
     w = _state.world
     if o_numel != w * i_numel:
         raise _value_error(f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
@@ -513,7 +525,7 @@ def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push
     if _sync is not None:
         _sync()
     r_addr, r_numel, itemsize, r_dtype = _symmetric(receive_tensor, "receive_tensor")
-    _ensure_init()
+    _require_init("shmem_alltoall()")
     w = _state.world
     mode = _mode(mode)
     if not isinstance(send_tensor_list, (list, tuple)) or len(send_tensor_list) != w:
@@ -590,7 +602,7 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
         _sync()
     (_, _, itemsize, dtype), (m, k) = _matrix(a, "a")
     (_, _, _, b_dtype), (kb, n) = _matrix(b, "b")
-    _ensure_init()
+    _require_init("fused_all_gather_matmul()")
     w = _state.world
     if kb != k:
         raise _value_error(f"a is ({m}, {k}) but b is ({kb}, {n}): inner dimensions differ")
@@ -638,7 +650,7 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
         _sync()
     (_, _, itemsize, dtype), (m, k) = _matrix(x1, "x1")
     (_, _, _, x2_dtype), (k2, n) = _matrix(x2, "x2")
-    _ensure_init()
+    _require_init("fused_matmul_reduce_scatter()")
     w = _state.world
     if k2 != k:
         raise _value_error(f"x1 is ({m}, {k}) but x2 is ({k2}, {n}): inner dimensions differ")
