@@ -106,6 +106,38 @@ TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {
   EXPECT_FALSE(r.timed_out);
 }
 
+// A rank that is away (here: asleep outside the library, as if stopped) makes
+// a barrier time out on its peer. The message names who did not arrive; the
+// timed-out rank then refuses every later barrier, so its arrival, which
+// still counts on the late rank, can never make two different barriers
+// "succeed" together: the late rank's next barrier fails too.
+TEST(Failure, BarrierAfterATimeoutFailsInsteadOfPairingWrongly) {
+  JobOptions o;
+  o.timeout_sec = 1;
+  o.finalize = false;
+  auto r = RunJob(2, [](int rank, int) {
+    RCHECK_OK(hpshmem::Barrier());
+    if (rank == 0) {
+      hpshmem::Status s = hpshmem::Barrier();
+      RCHECK(s.code() == Code::kTimeout, s.ToString());
+      RCHECK(s.message().find("have not entered it: 1") != std::string::npos ||
+                 s.message().find("not known: 1") != std::string::npos,
+             s.message());
+      s = hpshmem::Barrier();
+      RCHECK(s.code() == Code::kCollectiveMismatch && s.message().find("refused") != std::string::npos,
+             s.ToString());
+      std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // stay until rank 1 has seen its failure
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      (void)hpshmem::Barrier();  // pairs with rank 0's timed-out arrival: unavoidable, and the last one
+      hpshmem::Status s = hpshmem::Barrier();
+      RCHECK(s.code() == Code::kTimeout || s.code() == Code::kPeerDead, s.ToString());
+    }
+    RCHECK(!hpshmem::Finalize().ok(), "finalize after a failed barrier reports it");
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 // Ranks 2 and 3 die together: under HPSHMEM_TEST_LAYOUT=hosts that is a whole
 // host going away. The survivors name a dead rank within the bound, in a
 // barrier and in a wait.

@@ -54,6 +54,9 @@ struct alignas(64) PeHeader {
   // rank r's barrier_round[k] to e. Monotonic, so back-to-back barriers need
   // no reset.
   alignas(64) uint64_t barrier_round[kBarrierRounds];
+  // The last barrier this rank entered (written by the rank itself): on a
+  // timeout, the waiting rank reads its same-host peers' to name who is missing.
+  alignas(64) uint64_t barrier_entered;
 };
 
 // After the header: the allocator records, two per rank (indexed by seq % 2),

@@ -56,6 +56,12 @@ struct Runtime {
   // Finalize is releasing the runtime: calls in flight leave with an error,
   // new ones are refused (see CallScope).
   std::atomic<bool> closing{false};
+  // Set when a barrier failed on this rank (timeout): its arrival may already
+  // count on peers, so a later barrier could pair with the wrong one of
+  // theirs. Every later barrier on this rank then fails at once, naming it
+  // (its peers, missing this rank's arrivals, fail too: nobody pairs wrongly).
+  std::mutex broken_mu;
+  std::string broken;
   std::unique_ptr<WorkerPool> pool;
   std::mutex pool_mu;
   CollectiveCounters coll;
