@@ -254,6 +254,21 @@ def scenario_finalize_while_waiting(rank, world):
     assert time.monotonic() - t0 < 2.0
 
 
+def scenario_meta_and_sparse_arguments(rank, world):
+    import torch
+    import hyper_parallel.core.symmetric_memory as symm
+    t = symm.empty(8, dtype=torch.float32)
+    t.fill_(3.0)
+    symm.barrier()
+    meta = torch.tensor(0, device="meta")
+    _expect(symm.ShmemTypeError, "target_offset", symm.shmem_put, t, meta, torch.ones(8), 0, 4, rank)
+    _expect(symm.ShmemTypeError, "src: a torch.sparse_coo tensor", symm.shmem_put, t, 0, torch.ones(8).to_sparse(),
+            0, 4, rank)
+    _expect(symm.ShmemTypeError, "size", symm.shmem_put, t, 0, torch.ones(8), 0, meta.to(torch.int64), rank)
+    assert torch.equal(t, torch.full((8,), 3.0)), "nothing written"
+    symm.finalize()
+
+
 def scenario_use_after_free(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -266,6 +281,8 @@ def scenario_use_after_free(rank, world):
     assert not symm.is_symmetric(t)
     _expect(ValueError, "not a symmetric tensor", symm.shmem_put, t, 0, F.full(1, 1.0, "float32"), 0, 0, 0)
     _expect(symm.InvalidFreeError, "not in the symmetric heap", symm.free, F.full(3, 1.0, "float32"))
+    # A double free names what the tensor is now, not a made-up pointer.
+    _expect(symm.InvalidFreeError, "freed already", symm.free, t)
     _expect(symm.CollectiveMismatchError, "differs between ranks", symm.free,
             keep if rank == 0 else F.full(3, 1.0, "float32"))
     d = symm.debug_state()
@@ -523,6 +540,10 @@ def test_infinite_timeout_waits_instead_of_failing_at_once():
 
 def test_finalize_while_another_thread_waits(fw):
     assert_job_ok(HERE, "scenario_finalize_while_waiting", 2, framework=fw)
+
+
+def test_meta_and_sparse_arguments_are_type_errors():
+    assert_job_ok(HERE, "scenario_meta_and_sparse_arguments", 2)
 
 
 def test_use_after_free_and_bad_frees(fw):

@@ -79,12 +79,6 @@ uint64_t Mac(const uint8_t secret[16], char label, uint64_t job, int rank, int n
   return SipHash24(secret, &in, sizeof in);
 }
 
-// Constant-time comparison, so a stranger cannot learn the MAC byte by byte.
-bool MacEqual(uint64_t a, uint64_t b) {
-  volatile uint64_t d = a ^ b;
-  return d == 0;
-}
-
 // The listener made by GetUniqueId, waiting for this process's Init(rank 0).
 std::mutex g_pending_mu;
 Fd g_pending_listener;

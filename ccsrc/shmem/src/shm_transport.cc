@@ -198,7 +198,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
       why = "no hello";
     else if (hl.magic != kLinkHelloMagic || hl.job_id != boot->job_id() || hl.to != rank_ ||
              hl.from <= rank_ || hl.from >= nranks_ || !local[hl.from] || links_[hl.from].valid() ||
-             hl.mac != LinkMac(boot, 'L', hl.from, rank_, hl.nonce) || cred.pid != all[hl.from].pid)
+             !MacEqual(hl.mac, LinkMac(boot, 'L', hl.from, rank_, hl.nonce)) || cred.pid != all[hl.from].pid)
       why = "bad hello";
     if (!why.empty()) {
       HP_WARN("heap socket: refused a local connection (%s)", why.c_str());
@@ -231,7 +231,8 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     LinkMsg ack{};
     Fd fd;
     HPSHMEM_RETURN_IF_ERROR(RecvWithFd(links_[j].get(), &ack, sizeof ack, &fd, dl, peer));
-    if (ack.magic != kLinkAckMagic || ack.rank != j || ack.mac != LinkMac(boot, 'A', j, rank_, sent[j].nonce))
+    if (ack.magic != kLinkAckMagic || ack.rank != j ||
+        !MacEqual(ack.mac, LinkMac(boot, 'A', j, rank_, sent[j].nonce)))
       return Status::Bootstrap(peer + " could not prove it belongs to this job");
     HPSHMEM_RETURN_IF_ERROR(map_peer(j, std::move(fd)));
     LinkMsg m{kLinkFdMagic, rank_, 0};

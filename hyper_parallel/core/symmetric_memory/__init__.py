@@ -202,7 +202,10 @@ def _tensor(x, name: str):
     """(addr, numel, itemsize, dtype) of a CPU contiguous tensor; addr in bytes, numel in elements."""
     if not _handler.is_tensor(x):
         raise _type_error(f"{name} must be a {_handler.name} tensor, got {type(x).__name__}")
-    addr, numel, itemsize, dtype, contiguous, device = _handler.describe(x)
+    try:
+        addr, numel, itemsize, dtype, contiguous, device = _handler.describe(x)
+    except TypeError as e:  # a layout or device whose memory cannot be described (sparse, meta)
+        raise _type_error(f"{name}: {e}") from None
     if device != "cpu":
         raise _value_error(f"{name} is on device '{device}'; symmetric memory on this host is CPU memory "
                            f"(use device='cpu')")
@@ -381,12 +384,19 @@ def free(tensor) -> None:
         raise _type_error(f"tensor must be a {_handler.name} tensor, got {type(tensor).__name__}")
     if not _C.is_initialized():
         raise NotInitializedError("free() before any symm.empty() (or after finalize())")
-    addr = _handler.describe(tensor)[0]
+    addr, numel, _, dtype = _handler.describe(tensor)[:4]
     with _state.lock:
         a = _state.allocs.get(addr)
         # A wrong pointer still goes to the runtime: the ranks compare their frees,
         # so every rank reports it instead of the others hanging.
-        _C.free(addr if a is not None else (addr or 1))
+        try:
+            _C.free(addr if a is not None else (addr or 1))
+        except InvalidFreeError as e:
+            if a is not None:
+                raise
+            raise InvalidFreeError(
+                f"free(): this tensor ({numel} elements of {dtype}) is not a live symmetric allocation: "
+                f"freed already (free() leaves the tensor empty) or not made by symm.empty() ({e})") from None
         _state.remove(addr)
         for ref in a.tensors:
             t = ref()

@@ -86,6 +86,10 @@ class TorchSymmetricMemoryHandler:
 
         A plain tuple: this runs on every call, where an object would cost a microsecond.
         """
+        if t.layout != torch.strided:
+            raise TypeError(f"a {t.layout} tensor has no flat memory to address; use a dense tensor (.to_dense())")
+        if t.is_meta:
+            raise TypeError("a tensor on the meta device holds no memory")
         n = t.numel()
         if n:
             return t.data_ptr(), n, t.element_size(), t.dtype, t.is_contiguous(), "cpu" if t.is_cpu else t.device.type
@@ -114,6 +118,9 @@ class TorchSymmetricMemoryHandler:
                              f"{tuple(t.shape)}")
         if t.dtype not in _INTEGER_DTYPES:
             raise TypeError(f"{name} must be an int or a one-element integer tensor, got dtype {t.dtype}")
+        if t.is_meta or t.layout != torch.strided:
+            raise TypeError(f"{name} must be an int or a one-element integer tensor with a value, got a "
+                            f"{'meta' if t.is_meta else str(t.layout)} tensor")
         return int(t.item())
 
     def wrap(self, addr: int, nbytes: int, shape, dtype) -> torch.Tensor:
