@@ -1,11 +1,16 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "bootstrap.h"
 #include "multirank.h"
@@ -91,6 +96,56 @@ TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
   EXPECT_TRUE(garbage_closed);
   EXPECT_TRUE(impostor_closed);
   EXPECT_TRUE(silent_closed);
+}
+
+namespace {
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+// Rank 0 runs out of file descriptors while the other ranks connect: accept
+// fails with EMFILE while the listener stays readable. The listener must back
+// off (not spin a core) and take the ranks once descriptors are free again.
+TEST(Bootstrap, ListenerOutOfDescriptorsBacksOffAndTheJobGoesOn) {
+  JobOptions o = EndpointJob({});
+  auto r = RunJob(3, [](int rank, int n) {
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connect while rank 0 has no fds
+      RCHECK_OK(InitFromEnv(rank, n));
+    } else {
+      std::atomic<double> cpu_share{-1};
+      std::thread hog([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Init has bound its listener
+        rlimit old{};
+        getrlimit(RLIMIT_NOFILE, &old);
+        rlimit low = old;
+        low.rlim_cur = 256;
+        setrlimit(RLIMIT_NOFILE, &low);
+        std::vector<int> fds;
+        for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+        double c0 = CpuSeconds();
+        auto t0 = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        cpu_share = (CpuSeconds() - c0) / wall;
+        for (int fd : fds) close(fd);
+        setrlimit(RLIMIT_NOFILE, &old);
+      });
+      hpshmem::Status s = InitFromEnv(rank, n);
+      hog.join();
+      RCHECK_OK(s);
+      RCHECK(cpu_share.load() >= 0 && cpu_share.load() < 0.3,
+             "the listener used " + std::to_string(cpu_share.load()) + " of a core while out of descriptors");
+    }
+    RCHECK_OK(hpshmem::Barrier());
+    RCHECK_OK(hpshmem::Finalize());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
 TEST(Bootstrap, MissingRankFailsInitInsteadOfHanging) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "log.h"
 #include "segment.h"
@@ -78,6 +79,42 @@ uint64_t Mac(const uint8_t secret[16], char label, uint64_t job, int rank, int n
   std::memcpy(in.client_nonce, cn, 16);
   return SipHash24(secret, &in, sizeof in);
 }
+
+constexpr size_t kMaxPending = 64;  // handshakes in progress at once on the listener
+constexpr int kAcceptPauseMs = 50;  // accept pauses this long when out of file descriptors
+
+// Refused connections, logged without flooding: the first few one per line,
+// then a count every few seconds and once at the end.
+class RefusalLog {
+ public:
+  void Add(const std::string& why) {
+    ++total_;
+    if (total_ <= kLines) {
+      HP_WARN("bootstrap: refused a connection: %s; still waiting for the job's ranks", why.c_str());
+      return;
+    }
+    ++unlogged_;
+    last_ = why;
+    if (!next_.Expired()) return;
+    Flush();
+  }
+  void Summary() {
+    if (unlogged_) Flush();
+    if (total_ > kLines) HP_WARN("bootstrap: %llu connections refused in all", static_cast<unsigned long long>(total_));
+  }
+
+ private:
+  static constexpr uint64_t kLines = 3;
+  void Flush() {
+    HP_WARN("bootstrap: refused %llu more connection(s) (last: %s); still waiting for the job's ranks",
+            static_cast<unsigned long long>(unlogged_), last_.c_str());
+    unlogged_ = 0;
+    next_ = Deadline(5.0);
+  }
+  uint64_t total_ = 0, unlogged_ = 0;
+  std::string last_;
+  Deadline next_{0};
+};
 
 // The listener made by GetUniqueId, waiting for this process's Init(rank 0).
 std::mutex g_pending_mu;
@@ -233,11 +270,16 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
   std::vector<std::unique_ptr<Pending>> pending;
   int joined = 0;
   Deadline dl(timeout_sec_);
+  RefusalLog refused;
+  // Out of file descriptors: the listener stays readable while accept fails,
+  // so it is left out of the poll for a while instead of spinning on it.
+  std::optional<Deadline> accept_paused;
   while (joined < nranks_ - 1) {
     std::vector<pollfd> pfds;
-    pfds.push_back({p.listener.get(), POLLIN, 0});
+    if (accept_paused && accept_paused->Expired()) accept_paused.reset();
+    pfds.push_back({accept_paused ? -1 : p.listener.get(), POLLIN, 0});
     for (auto& c : pending) pfds.push_back({c->fd.get(), POLLIN, 0});
-    int ms = dl.RemainingMs(200);
+    int ms = dl.RemainingMs(accept_paused ? kAcceptPauseMs : 200);
     if (dl.Expired()) {
       std::string missing;
       for (int r = 1; r < nranks_; ++r)
@@ -251,7 +293,19 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
     if (pfds[0].revents & POLLIN) {
       for (;;) {
         int fd = ::accept4(p.listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused.emplace(kAcceptPauseMs / 1000.0);
+            refused.Add("this process is out of file descriptors (accept paused)");
+          }
+          break;
+        }
+        // A flood of silent connections must not crowd out the ranks: past the
+        // cap the oldest handshake (the longest silent) makes room.
+        if (pending.size() >= kMaxPending) {
+          refused.Add("too many handshakes at once (the oldest was dropped)");
+          pending.erase(pending.begin());
+        }
         auto c = std::make_unique<Pending>();
         c->fd.Reset(fd);
         SetNoDelay(fd);
@@ -304,13 +358,14 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
         why = "no complete hello within " + Seconds(kHandshakeSec) + " s";
       }
       if (drop) {
-        HP_WARN("bootstrap: refused a connection: %s; still waiting for the job's ranks", why.c_str());
+        refused.Add(why);
         pending.erase(pending.begin() + static_cast<long>(i));
         continue;
       }
       ++i;
     }
   }
+  refused.Summary();
   p.listener.Reset();  // the port is closed as soon as the job is complete
   return Status::OK();
 }
