@@ -44,6 +44,7 @@ TEST(Failure, TimeoutNamesRankSignalRelationAndLastValue) {
         RCHECK(s.message().find(part) != std::string::npos, std::string("missing '") + part + "' in: " + s.message());
       RCHECK(seen == 3, "observed");
       RCHECK(dt >= 0.9, "fired early");
+      RCHECK(dt < 4.0, "a 1 s deadline took " + std::to_string(dt) + " s");
       s = hpshmem::SignalWaitUntil(sig + 2, SignalType::kInt32, Cmp::kNe, 0, &seen);
       RCHECK(s.message().find("signal at heap offset") != std::string::npos, s.message());
     }

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "copy.h"
 #include "multirank.h"
 #include "ops/ops.h"
 
@@ -48,9 +49,9 @@ uint64_t Fnv(const unsigned char* p, size_t n) {
 // Producers (every rank but the last) stream messages to the last rank with
 // put+signal; each message carries its length and checksum in its first
 // bytes. The consumer checks every message the moment it sees the signal.
-void OrderingStress(int rank, int n, int threads_per_producer) {
-  const int iters = 300;
-  const size_t max_bytes = (1 << 20) + 4096;
+// min_bytes > 0: every message is at least that long (the streaming-copy path).
+void OrderingStress(int rank, int n, int threads_per_producer, int iters = 300, size_t max_bytes = (1 << 20) + 4096,
+                    size_t min_bytes = 0) {
   int producers = n - 1, streams = producers * threads_per_producer;
   void *slots, *sig, *ack;
   RCHECK_OK(hpshmem::Malloc(max_bytes * streams, &slots));
@@ -66,7 +67,8 @@ void OrderingStress(int rank, int n, int threads_per_producer) {
       std::mt19937_64 rng(stream * 7919 + 1);
       std::vector<unsigned char> msg(max_bytes);
       for (int i = 1; i <= iters; ++i) {
-        size_t len = 16 + rng() % (i % 10 == 0 ? max_bytes - 16 : 9000);
+        size_t len = min_bytes ? min_bytes + rng() % (max_bytes - min_bytes)
+                               : 16 + rng() % (i % 10 == 0 ? max_bytes - 16 : 9000);
         for (size_t k = 16; k < len; ++k) msg[k] = static_cast<unsigned char>(rng());
         uint64_t h = Fnv(msg.data() + 16, len - 16);
         std::memcpy(msg.data(), &len, 8);
@@ -105,6 +107,42 @@ void OrderingStress(int rank, int n, int threads_per_producer) {
 
 TEST(Signal, PutThenSignalOrderingUnderStress) {
   auto r = RunJob(3, [](int rank, int n) { OrderingStress(rank, n, 1); });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Messages past the streaming-copy threshold go out with non-temporal
+// stores, which only a fence orders before the signal: stress that path too.
+TEST(Signal, PutThenSignalOrderingAboveTheStreamingThreshold) {
+  size_t t = hpshmem::StreamingCopyThreshold();
+  const size_t lo = t == SIZE_MAX ? (size_t{8} << 20) : t + 1;
+  hptest::JobOptions o;
+  o.heap_bytes = 2 * (lo + (1 << 20)) + (8 << 20);
+  auto r = RunJob(2, [lo](int rank, int n) { OrderingStress(rank, n, 1, 12, lo + (1 << 20) - 4099, lo); }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// An int32 signal is 4 bytes wide: SET and ADD on a word, from a peer and
+// from the rank itself, leave the words on both sides as they were.
+TEST(Signal, Int32SignalsLeaveTheirNeighboursAlone) {
+  auto r = RunJob(3, [](int rank, int n) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(3 * 8, sizeof(int32_t), &p));
+    auto* w = static_cast<int32_t*>(p) + 8 * rank;  // this rank's row of 8 words, written by everyone
+    for (int k = 0; k < 8; ++k) w[k] = 1000 + k;
+    RCHECK_OK(hpshmem::Barrier());
+    for (int dst = 0; dst < n; ++dst) {
+      auto* row = static_cast<int32_t*>(p) + 8 * dst;
+      int k = 1 + 2 * rank;  // words 1, 3, 5: each writer its own, with untouched words between
+      RCHECK_OK(hpshmem::Signal(row + k, SignalType::kInt32, -5 - rank, SignalOp::kSet, dst));
+      RCHECK_OK(hpshmem::Signal(row + k, SignalType::kInt32, 7, SignalOp::kAdd, dst));
+    }
+    RCHECK_OK(hpshmem::Barrier());
+    for (int k = 0; k < 8; ++k) {
+      int32_t want = (k % 2 == 1 && k <= 5) ? 2 - (k - 1) / 2 : 1000 + k;  // -5 - writer + 7
+      RCHECK(w[k] == want, "word " + std::to_string(k) + " = " + std::to_string(w[k]) + ", expected " +
+                               std::to_string(want));
+    }
+  });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 

@@ -193,6 +193,43 @@ def scenario_fused_mm_rs(rank, world, mr=5, k=16, n=7):
     symm.finalize()
 
 
+def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
+    """Partials of wildly different magnitudes, so float32 rounding makes the order of summation
+    visible: every rank rebuilds each peer's partial exactly as the op computes it and sums them
+    in rank order; the op's result must match bit for bit (a rank-dependent order would not)."""
+    import torch
+    import hyper_parallel.core.symmetric_memory as symm
+    m = mr * world
+
+    def inputs(r):
+        g = torch.Generator().manual_seed(1234 + r)
+        return torch.randn(m, k, generator=g) * [1.0, 170.0, 3.1, 0.37][r % 4], torch.randn(k, n, generator=g)
+
+    x1, x2 = inputs(rank)
+    symm_t = symm.empty((m, n), dtype=torch.float32)
+    signal = symm.empty(world, dtype=torch.int64)
+    signal.zero_()
+    symm.barrier()
+    rows = slice(rank * mr, (rank + 1) * mr)
+    for overlap in (False, True):
+        # As the op computes them: one matmul sliced, or one matmul per target's rows.
+        parts = [torch.matmul(a, b)[rows] if not overlap else torch.matmul(a[rows], b)
+                 for a, b in (inputs(r) for r in range(world))]
+        want = torch.add(parts[0], parts[1])
+        for p in parts[2:]:
+            want.add_(p)
+        if rank > 0 and not overlap:  # the order a mutation would pick: own partial first
+            rotated = torch.add(parts[rank], parts[(rank + 1) % world])
+            for j in range(2, world):
+                rotated.add_(parts[(rank + j) % world])
+            assert not torch.equal(want, rotated), "the data must make the order of summation visible"
+        for mode in ("push", "pull"):
+            out = symm.fused_matmul_reduce_scatter(x1, x2, symm_t, signal, "sum", mode=mode, overlap=overlap)
+            assert torch.equal(out.view(torch.int32), want.view(torch.int32)), \
+                f"{mode} overlap={overlap}: not the bits of the partials summed in rank order"
+    symm.finalize()
+
+
 def scenario_fused_back_to_back(rank, world, calls=200):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -303,6 +340,11 @@ def test_fused_all_gather_matmul(world, fw):
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_fused_matmul_reduce_scatter(world, fw):
     assert_job_ok(HERE, "scenario_fused_mm_rs", world, timeout=300, framework=fw)
+
+
+@pytest.mark.parametrize("world", [3, 4])
+def test_fused_matmul_reduce_scatter_sums_in_one_order_everywhere(world):
+    assert_job_ok(HERE, "scenario_fused_mm_rs_fixed_order", world, timeout=300)
 
 
 @pytest.mark.parametrize("world", [2, 3])
