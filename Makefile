@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install test test-cpp test-python bench demo demo-nodes clean
+.PHONY: all build build-cpp install test test-cpp test-python test-sanitize bench demo demo-nodes clean
 
 all: build
 
@@ -16,11 +16,25 @@ build-cpp:
 install:
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 
-# C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest).
-# Serial: every test is a multi-process job on a 2-core host.
+# C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest), then the C++
+# tests again under the sanitizers. Serial: every test is a multi-process job on a 2-core host.
 test: build-cpp install
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 	$(PY) -m pytest tests/python -q
+	$(MAKE) test-sanitize
+
+# The C++ suite (every layout) built with AddressSanitizer + UndefinedBehaviorSanitizer, then with
+# ThreadSanitizer; any report fails the run. UCX's memory-event hooks patch mmap under TSan's own
+# interceptors (a crash at start), so the TSan run turns them off; nothing else differs.
+SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DHPSHMEM_BUILD_BENCHMARKS=OFF
+test-sanitize:
+	cmake -S . -B build/asan -G Ninja $(SAN_FLAGS) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1"
+	cmake --build build/asan -j $(JOBS)
+	ASAN_OPTIONS=abort_on_error=1 ctest --test-dir build/asan --output-on-failure
+	cmake -S . -B build/tsan -G Ninja $(SAN_FLAGS) -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer -O1"
+	cmake --build build/tsan -j $(JOBS)
+	UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure
 
 test-cpp: build-cpp
 	ctest --test-dir $(CPP_BUILD) --output-on-failure

@@ -240,9 +240,10 @@ TEST(Failure, NothingIsLeftBehindAfterExitOrKill) {
 // memory a stale pointer still reaches reads as harmless zeros.
 TEST(Failure, FinalizeWhileOtherThreadsAreInsideCalls) {
   auto r = RunJob(2, [](int rank, int n) {
-    void *sig, *buf, *out;
+    void *sig, *buf, *readonly, *out;  // puts and gets on separate buffers: no race of the test's own
     RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
     RCHECK_OK(hpshmem::Malloc(1 << 16, &buf));
+    RCHECK_OK(hpshmem::Malloc(1 << 16, &readonly));
     RCHECK_OK(hpshmem::Malloc(1 << 16, &out));
     RCHECK_OK(hpshmem::Barrier());
     const int peer = (rank + 1) % n;
@@ -261,7 +262,7 @@ TEST(Failure, FinalizeWhileOtherThreadsAreInsideCalls) {
     threads.emplace_back([&] {  // remote gets until refused
       std::vector<char> dst(1 << 16);
       ++started;
-      while ((last[2] = hpshmem::GetMem(dst.data(), buf, dst.size(), peer)).ok()) {}
+      while ((last[2] = hpshmem::GetMem(dst.data(), readonly, dst.size(), peer)).ok()) {}
     });
     threads.emplace_back([&] {  // collectives until refused
       std::vector<char> in(1000, static_cast<char>(rank));
