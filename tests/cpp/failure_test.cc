@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -296,4 +297,100 @@ TEST(Failure, FinalizeThenReinitInOneProcess) {
     RCHECK(hpshmem::Finalize().code() == Code::kNotInitialized, "double finalize");
   }, [] { JobOptions o; o.finalize = false; return o; }());
   EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+namespace {
+
+// Whether a PeerDead message names `rank` among the dead: "rank(s) 1, 3 exited
+// ...", "rank 3 has exited ..." or "... to rank 3: the rank exited ...".
+bool NamesRank(const std::string& m, int rank) {
+  const std::string r = std::to_string(rank);
+  size_t at = m.find("rank(s) ");
+  if (at != std::string::npos) {
+    std::string list = ", " + m.substr(at + 8, m.find(" exited", at) - at - 8) + ",";
+    return list.find(", " + r + ",") != std::string::npos;
+  }
+  return m.find("rank " + r + " has exited") != std::string::npos ||
+         m.find("to rank " + r + ": the rank exited") != std::string::npos;
+}
+
+// One step of the chaos mix; every rank draws the same kind (collectives must
+// match), sizes differ per step. Returns the first failure.
+hpshmem::Status ChaosStep(std::mt19937_64& rng, int rank, int n, void* out, void* ring_sig, int64_t* ring_round) {
+  size_t bytes = 1 + rng() % 70000;
+  switch (rng() % 6) {
+    case 0:
+    case 1: {
+      std::vector<char> in(bytes, static_cast<char>(rank));
+      return hpshmem::ops::Allgather(out, in.data(), bytes, rng() % 2 == 0);
+    }
+    case 2: {
+      std::vector<char> in(bytes);
+      std::vector<const void*> sends(n, in.data());
+      std::vector<int64_t> cnt(n, static_cast<int64_t>(bytes / n));
+      return hpshmem::ops::Alltoall(sends.data(), cnt.data(), out, cnt.data(), 1, false);
+    }
+    case 3:
+      return hpshmem::Barrier();
+    case 4: {
+      void* p = nullptr;
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::Malloc(bytes, &p));
+      return hpshmem::Free(p);
+    }
+    default: {  // a ring: put with a signal to the next rank, wait for the previous one's
+      int64_t r = ++*ring_round;
+      std::vector<char> in(bytes, 7);
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::PutMemSignal(out, in.data(), bytes, ring_sig, SignalType::kInt64, r,
+                                                         SignalOp::kSet, (rank + 1) % n));
+      return hpshmem::SignalWaitUntil(ring_sig, SignalType::kInt64, Cmp::kGe, r, nullptr);
+    }
+  }
+}
+
+}  // namespace
+
+// kill -9 of a random rank at a random point of a random mix of collectives,
+// allocation, puts and waits, for several seeds: every survivor's failing call
+// is PeerDead naming the victim within 5 s of its start, and nothing of the
+// job is left behind.
+TEST(Failure, ChaosKillAtRandomPointsIsReportedByEverySurvivor) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::string job;
+    JobOptions o = RememberJob(&job);
+    o.timeout_sec = 60;
+    o.finalize = false;
+    const int n = 3 + static_cast<int>(seed % 2);
+    const int victim = static_cast<int>(seed * 7 % n);
+    const int kill_at = static_cast<int>(seed * 13 % 40);
+    auto r = RunJob(n, [&](int rank, int nranks) {
+      void *out, *sig;
+      RCHECK_OK(hpshmem::Malloc(size_t{1} << 20, &out));
+      RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
+      RCHECK_OK(hpshmem::Barrier());
+      std::mt19937_64 rng(seed);
+      int64_t ring = 0;
+      for (int step = 0;; ++step) {
+        if (rank == victim && step == kill_at) raise(SIGKILL);
+        auto t0 = std::chrono::steady_clock::now();
+        hpshmem::Status s = ChaosStep(rng, rank, nranks, out, sig, &ring);
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s.ok()) continue;
+        RCHECK(s.code() == Code::kPeerDead, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
+                                                s.ToString());
+        RCHECK(NamesRank(s.message(), victim), "does not name rank " + std::to_string(victim) + ": " + s.message());
+        RCHECK(dt < 5.0, "noticed after " + std::to_string(dt) + " s");
+        break;
+      }
+      // Survivors leave only once every one of them has seen the death (a survivor
+      // that exits early is a second death for the others to report).
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      (void)hpshmem::Finalize();
+    }, o);
+    ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
+    EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
+    for (int k = 0; k < n; ++k)
+      if (k != victim) EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    EXPECT_FALSE(r.timed_out) << "seed " << seed;
+    EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
+  }
 }
