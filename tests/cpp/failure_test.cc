@@ -74,25 +74,51 @@ TEST(Failure, InfiniteAndLongestTimeoutsWaitForTheSignal) {
   }
 }
 
+namespace {
+
+// Whether a PeerDead message names `rank` among the dead: "rank(s) 1, 3 exited
+// ...", "rank 3 has exited ..." or "... to rank 3: the rank exited ...".
+bool NamesRank(const std::string& m, int rank) {
+  const std::string r = std::to_string(rank);
+  size_t at = m.find("rank(s) ");
+  if (at != std::string::npos) {
+    std::string list = ", " + m.substr(at + 8, m.find(" exited", at) - at - 8) + ",";
+    return list.find(", " + r + ",") != std::string::npos;
+  }
+  return m.find("rank " + r + " has exited") != std::string::npos ||
+         m.find("to rank " + r + ": the rank exited") != std::string::npos;
+}
+
+// Ranks in `victims` die 300 ms after a barrier; the others wait (rank 1 in
+// a barrier, the rest for a signal) and must fail with PeerDead naming one of
+// them within 5 s. Returns that status (survivors only); *sig: the word waited on.
+hpshmem::Status SurviveKill(int rank, const std::vector<int>& victims, void** sig = nullptr) {
+  void* p;
+  RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
+  RCHECK_OK(hpshmem::Barrier());
+  if (std::find(victims.begin(), victims.end(), rank) != victims.end()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    raise(SIGKILL);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  hpshmem::Status s =
+      rank == 1 ? hpshmem::Barrier() : hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr);
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RCHECK(s.code() == Code::kPeerDead, s.ToString());
+  bool named = false;
+  for (int v : victims) named |= NamesRank(s.message(), v);
+  RCHECK(named, "names none of the killed ranks: " + s.message());
+  RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+  if (sig) *sig = p;
+  return s;
+}
+
+}  // namespace
+
 TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {
   auto r = RunJob(4, [](int rank, int) {
     void* p;
-    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
-    RCHECK_OK(hpshmem::Barrier());
-    if (rank == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      raise(SIGKILL);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    hpshmem::Status s = rank == 1 ? hpshmem::Barrier()
-                                  : hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr);
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    RCHECK(s.code() == Code::kPeerDead, s.ToString());
-    size_t at = s.message().find("rank(s) ");
-    RCHECK(at != std::string::npos && s.message().find(" exited or were killed") != std::string::npos &&
-               s.message().substr(at, s.message().find(" exited") - at).find('2') != std::string::npos,
-           s.message());
-    RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+    hpshmem::Status s = SurviveKill(rank, {2}, &p);
     // Ops aimed at the dead rank fail too, instead of writing into a corpse.
     int64_t one = 1;
     s = hpshmem::PutMem(p, &one, sizeof one, 2);
@@ -145,23 +171,7 @@ TEST(Failure, BarrierAfterATimeoutFailsInsteadOfPairingWrongly) {
 // barrier and in a wait.
 TEST(Failure, RanksOfAHostKilledAtOnceAreReportedWithinFiveSeconds) {
   auto r = RunJob(4, [](int rank, int) {
-    void* p;
-    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &p));
-    RCHECK_OK(hpshmem::Barrier());
-    if (rank >= 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      raise(SIGKILL);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    hpshmem::Status s = rank == 1 ? hpshmem::Barrier()
-                                  : hpshmem::SignalWaitUntil(p, SignalType::kInt64, Cmp::kEq, 1, nullptr);
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    RCHECK(s.code() == Code::kPeerDead, s.ToString());
-    size_t at = s.message().find("rank(s) ");
-    RCHECK(at != std::string::npos, s.message());
-    std::string named = s.message().substr(at, s.message().find(" exited") - at);
-    RCHECK(named.find('2') != std::string::npos || named.find('3') != std::string::npos, s.message());
-    RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+    hpshmem::Status s = SurviveKill(rank, {2, 3});
     s = hpshmem::Finalize();
     RCHECK(s.code() == Code::kPeerDead, s.ToString());
   }, [] { JobOptions o; o.timeout_sec = 60; o.finalize = false; return o; }());
@@ -300,19 +310,6 @@ TEST(Failure, FinalizeThenReinitInOneProcess) {
 }
 
 namespace {
-
-// Whether a PeerDead message names `rank` among the dead: "rank(s) 1, 3 exited
-// ...", "rank 3 has exited ..." or "... to rank 3: the rank exited ...".
-bool NamesRank(const std::string& m, int rank) {
-  const std::string r = std::to_string(rank);
-  size_t at = m.find("rank(s) ");
-  if (at != std::string::npos) {
-    std::string list = ", " + m.substr(at + 8, m.find(" exited", at) - at - 8) + ",";
-    return list.find(", " + r + ",") != std::string::npos;
-  }
-  return m.find("rank " + r + " has exited") != std::string::npos ||
-         m.find("to rank " + r + ": the rank exited") != std::string::npos;
-}
 
 // One step of the chaos mix; every rank draws the same kind (collectives must
 // match), sizes differ per step. Returns the first failure.

@@ -193,7 +193,9 @@ def scenario_concurrent_adds(rank, world, iters=20000):
     symm.finalize()
 
 
-def scenario_gil_release(rank, world):
+def _blocked_waiter(compare_value, compare_op):
+    """A zeroed symmetric int32 pair, and a thread already blocked in C++ waiting on word 0;
+    `seen` gets the wait's value ("v") or its exception ("e")."""
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
     sig = symm.empty(2, dtype=F.dtype("int32"))
@@ -202,12 +204,21 @@ def scenario_gil_release(rank, world):
     seen = {}
 
     def waiter():
-        seen["v"] = symm.shmem_wait_for_signal(None, sig, 0, 3, "ge")
+        try:
+            seen["v"] = symm.shmem_wait_for_signal(None, sig, 0, compare_value, compare_op)
+        except Exception as e:  # noqa: BLE001 - callers check the class
+            seen["e"] = e
 
     t = threading.Thread(target=waiter)
     t.start()
     time.sleep(0.2)  # the waiter is blocked in C++ now; this thread must still run Python
     assert t.is_alive()
+    return sig, t, seen
+
+
+def scenario_gil_release(rank, world):
+    import hyper_parallel.core.symmetric_memory as symm
+    sig, t, seen = _blocked_waiter(3, "ge")
     for _ in range(3):
         symm.shmem_signal_op(sig, 0, 1, "add", rank)  # signal ourselves from another thread
     t.join(timeout=10)
@@ -218,22 +229,7 @@ def scenario_gil_release(rank, world):
 
 def scenario_finalize_while_waiting(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
-    F = current()
-    sig = symm.empty(2, dtype=F.dtype("int32"))
-    F.fill(sig, 0)
-    symm.barrier()
-    seen = {}
-
-    def waiter():  # nothing will ever satisfy this wait
-        try:
-            symm.shmem_wait_for_signal(None, sig, 0, 1, "eq")
-        except Exception as e:  # noqa: BLE001 - the class is what is checked
-            seen["e"] = e
-
-    t = threading.Thread(target=waiter)
-    t.start()
-    time.sleep(0.2)
-    assert t.is_alive()
+    sig, t, seen = _blocked_waiter(1, "eq")  # nothing will ever satisfy this wait
     symm.finalize()  # used to unmap the heap under the waiter (SIGSEGV)
     t.join(timeout=10)
     assert not t.is_alive()
