@@ -42,7 +42,7 @@ Status Barrier() {
   // Everything this rank did before the barrier is complete at its targets
   // before any rank leaves it: remote updates by a quiet; shared-memory ones
   // by the fence every shared-memory signal makes (so no second one here).
-  {
+  if (rt->broken_flag.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lk(rt->broken_mu);
     if (!rt->broken.empty()) {
       return Status::CollectiveMismatch("rank " + std::to_string(rt->rank) + ": barrier #" +
@@ -70,6 +70,7 @@ Status Barrier() {
       if (s.code() == Code::kTimeout) s = Status::Timeout(s.message() + "; " + Missing(rt, epoch));
       std::lock_guard<std::mutex> lk(rt->broken_mu);
       rt->broken = "barrier #" + std::to_string(epoch) + ": " + CodeName(s.code());
+      rt->broken_flag.store(true, std::memory_order_release);
       return s;
     }
   }

@@ -2,8 +2,11 @@
 // Finalize releases everything.
 #include "runtime.h"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <chrono>
 #include <cstring>
@@ -131,19 +134,84 @@ Status Runtime::QuietAll() {
 Runtime* CurrentRuntime() { return g_rt.load(std::memory_order_acquire); }
 
 namespace {
-std::atomic<int> g_calls{0};  // CallScopes alive, on every thread
+
+// Each thread announces "inside a call" in a word of its own, so that a call
+// costs one uncontended exchange on entry and a plain store on exit (a shared
+// counter would make every call of every thread fight for one cache line).
+// Nested calls (a collective calling a put) touch it only at the outermost.
+struct CallSlot {
+  std::atomic<uint32_t> inside{0};
+  int depth = 0;
+};
+
+std::atomic<bool> g_asymmetric_fence{false};  // set by each Init (AsymmetricFence)
+std::mutex g_slots_mu;
+std::vector<CallSlot*> g_slots;  // every thread's slot, while the thread lives
+
+struct SlotOwner {
+  CallSlot* slot = new CallSlot;
+  SlotOwner() {
+    std::lock_guard<std::mutex> lk(g_slots_mu);
+    g_slots.push_back(slot);
+  }
+  ~SlotOwner() {
+    std::lock_guard<std::mutex> lk(g_slots_mu);
+    g_slots.erase(std::find(g_slots.begin(), g_slots.end(), slot));
+    delete slot;
+  }
+};
+
+CallSlot& MySlot() {
+  thread_local SlotOwner owner;
+  return *owner.slot;
+}
+
+// Whether Finalize can make every thread of the process execute a full
+// memory barrier (membarrier, Linux >= 4.14). Then a call marks itself with
+// a plain store, and Finalize pays the barrier for all of them, once; without
+// it, each call pays an exchange.
+// Registered at every Init, not once: a forked child is a new process that
+// must register again.
+bool AsymmetricFence() { return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0; }
+
+// The barrier on every thread; the global command (slower, no registration)
+// covers a process that inherited the flag without registering.
+void FenceAllThreads() {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+}
+
+// Calls inside the library right now, on every thread.
+int CallsInside() {
+  std::lock_guard<std::mutex> lk(g_slots_mu);
+  int n = 0;
+  for (CallSlot* s : g_slots) n += s->inside.load(std::memory_order_seq_cst) != 0;
+  return n;
+}
+
 }  // namespace
 
-// Dekker with Finalize (all seq_cst): a call counts itself, then looks at the
-// runtime; Finalize marks it closing, then looks at the count. Either the
-// call sees `closing` and backs off, or Finalize sees the call and waits.
+// Dekker with Finalize (all seq_cst): a call marks itself inside, then looks
+// at the runtime; Finalize marks it closing, then looks at the marks. Either
+// the call sees `closing` and backs off, or Finalize sees the call and waits.
 CallScope::CallScope() {
-  g_calls.fetch_add(1, std::memory_order_seq_cst);
+  CallSlot& slot = MySlot();
+  if (slot.depth++ == 0) {
+    if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
+      slot.inside.store(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // Finalize's membarrier orders it
+    } else {
+      slot.inside.exchange(1, std::memory_order_seq_cst);
+    }
+  }
   Runtime* rt = g_rt.load(std::memory_order_seq_cst);
   if (rt && !rt->closing.load(std::memory_order_seq_cst)) rt_ = rt;
 }
 
-CallScope::~CallScope() { g_calls.fetch_sub(1, std::memory_order_seq_cst); }
+CallScope::~CallScope() {
+  CallSlot& slot = MySlot();
+  if (--slot.depth == 0) slot.inside.store(0, std::memory_order_release);
+}
 
 std::mutex& LifecycleMutex() {
   static std::mutex mu;
@@ -201,7 +269,8 @@ Status Init(const InitAttr& attr) {
   }
   HP_INFO("initialized: %d ranks, heap %zu bytes, timeout %.1f s, block_dim %d, transports %s", rt->nranks,
           rt->heap_bytes, rt->config.timeout_sec, rt->config.block_dim, rt->ucx ? "shm+ucx" : "shm");
-  g_rt.store(rt.release(), std::memory_order_release);
+  g_asymmetric_fence.store(AsymmetricFence());
+  g_rt.store(rt.release(), std::memory_order_seq_cst);
   return Status::OK();
 }
 
@@ -227,16 +296,20 @@ Status Finalize() {
   // Calls still in flight on other threads: waits are woken and leave with
   // kNotInitialized, the rest finish; nothing is released under them.
   rt->closing.store(true, std::memory_order_seq_cst);
+  // Every thread's plain "inside" store is now visible here, and every later
+  // load of `closing` on those threads sees it (the other half of the Dekker).
+  if (g_asymmetric_fence.load()) FenceAllThreads();
   g_rt.store(nullptr, std::memory_order_seq_cst);
   if (rt->ucx) rt->ucx->Interrupt();
   auto since = std::chrono::steady_clock::now();
   bool warned = false;
-  while (g_calls.load(std::memory_order_seq_cst) > 0) {
+  int inside;
+  while ((inside = CallsInside()) > 0) {
     NotifyAll(&rt->header()->data);
     NotifyAll(&rt->header()->control);
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (!warned && std::chrono::steady_clock::now() - since > std::chrono::seconds(1)) {
-      HP_WARN("finalize: waiting for %d call(s) still running on other threads", g_calls.load());
+      HP_WARN("finalize: waiting for %d call(s) still running on other threads", inside);
       warned = true;
     }
   }

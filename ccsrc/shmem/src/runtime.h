@@ -60,6 +60,7 @@ struct Runtime {
   // count on peers, so a later barrier could pair with the wrong one of
   // theirs. Every later barrier on this rank then fails at once, naming it
   // (its peers, missing this rank's arrivals, fail too: nobody pairs wrongly).
+  std::atomic<bool> broken_flag{false};  // broken is set (read without the lock on every barrier)
   std::mutex broken_mu;
   std::string broken;
   std::unique_ptr<WorkerPool> pool;
