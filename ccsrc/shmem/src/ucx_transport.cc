@@ -170,6 +170,9 @@ class Ucx final : public Transport {
   // kAmChunk bytes, in order; the last one also carries `last`'s signal and
   // echo request. Returns once `src` may be reused.
   Status SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what);
+  // Put-with-signal as messages, gated when gate_off is nonzero (see PutSignalGated).
+  Status SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                       SignalOp op, int64_t value, size_t gate_off, int64_t gate_value, const char* what);
   Status RmaPut(int pe, size_t off, const void* src, size_t bytes);
   Status RmaGet(int pe, void* dst, size_t off, size_t bytes);
   // Answers a quiet marker (or a put asking for it) from rank `to`.
@@ -589,19 +592,21 @@ Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t 
     HPSHMEM_RETURN_IF_ERROR(RmaPut(pe, off, src, bytes));
     return Signal(pe, sig_off, type, op, value);
   }
-  // The signal rides on the last piece, so it lands after every byte.
-  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, 0, 0};
-  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, "put-with-signal"));
-  dirty_[pe].store(1, std::memory_order_release);
-  return Status::OK();
+  return SendPutSignal(pe, off, src, bytes, sig_off, type, op, value, 0, 0, "put-with-signal");
 }
 
 Status Ucx::PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                            SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) {
   // Always messages (also under UCX RMA): only a message can be held.
+  return SendPutSignal(pe, off, src, bytes, sig_off, type, op, value, gate_off, gate_value, "gated put-with-signal");
+}
+
+Status Ucx::SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
+                          SignalOp op, int64_t value, size_t gate_off, int64_t gate_value, const char* what) {
+  // The signal rides on the last piece, so it lands after every byte.
   PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, gate_off,
                     gate_value};
-  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, "gated put-with-signal"));
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, what));
   dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();
 }
