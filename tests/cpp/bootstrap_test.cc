@@ -98,16 +98,6 @@ TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
   EXPECT_TRUE(silent_closed);
 }
 
-namespace {
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-}  // namespace
-
 // Rank 0 runs out of file descriptors while the other ranks connect: accept
 // fails with EMFILE while the listener stays readable. The listener must back
 // off (not spin a core) and take the ranks once descriptors are free again.
@@ -128,11 +118,11 @@ TEST(Bootstrap, ListenerOutOfDescriptorsBacksOffAndTheJobGoesOn) {
         setrlimit(RLIMIT_NOFILE, &low);
         std::vector<int> fds;
         for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
-        double c0 = CpuSeconds();
+        double c0 = hptest::ProcessCpuSeconds();
         auto t0 = std::chrono::steady_clock::now();
         std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        cpu_share = (CpuSeconds() - c0) / wall;
+        cpu_share = (hptest::ProcessCpuSeconds() - c0) / wall;
         for (int fd : fds) close(fd);
         setrlimit(RLIMIT_NOFILE, &old);
       });

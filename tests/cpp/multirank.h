@@ -54,6 +54,9 @@ std::vector<std::pair<std::string, std::string>> LayoutEnv(int rank, int nranks)
 // body(rank, nranks) runs after Init. Use RCHECK inside it.
 JobResult RunJob(int nranks, const std::function<void(int, int)>& body, JobOptions opts = {});
 
+// CPU seconds (user + system) used so far by this whole process, every thread.
+double ProcessCpuSeconds();
+
 // Kills the calling rank's process with an error line if `cond` is false.
 [[noreturn]] void FailRank(const char* file, int line, const std::string& msg);
 

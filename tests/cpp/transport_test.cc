@@ -35,12 +35,6 @@ JobOptions TwoHosts(size_t heap = 64 << 20) {
   return o;
 }
 
-double ProcessCpuSeconds() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 // memcmp/memcpy are undefined for null pointers even at length 0 (an empty vector's data()).
 bool Same(const void* a, const void* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
 
@@ -211,12 +205,12 @@ TEST(Transport, IdleRanksAcrossHostsCostNoCpuAndWakeOnRemoteSignals) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1000));
       RCHECK_OK(hpshmem::Signal(sig, SignalType::kInt32, 7, SignalOp::kSet, 1));
     } else {
-      double cpu0 = ProcessCpuSeconds();
+      double cpu0 = hptest::ProcessCpuSeconds();
       auto t0 = std::chrono::steady_clock::now();
       int64_t seen = 0;
       RCHECK_OK(hpshmem::SignalWaitUntil(sig, SignalType::kInt32, Cmp::kEq, 7, &seen));
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double cpu = ProcessCpuSeconds() - cpu0;
+      double cpu = hptest::ProcessCpuSeconds() - cpu0;
       RCHECK(seen == 7 && wall > 0.8, "woken by the signal after " + std::to_string(wall) + " s");
       RCHECK(wall < 1.5, "the remote signal took " + std::to_string(wall - 1) + " s too long to wake the waiter");
       RCHECK(cpu < 0.15 * wall, "the process burned " + std::to_string(cpu) + " s of CPU in " + std::to_string(wall) + " s");
