@@ -147,6 +147,12 @@ NB_MODULE(_hpshmem, m) {
     return reinterpret_cast<uintptr_t>(p);
   }, nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
   m.def("free", [](uintptr_t addr) { NoGil([&] { return hpshmem::Free(P(addr)); }); });
+  m.def("free_deferred", [](uintptr_t addr) {
+    uint64_t token = 0;
+    NoGil([&] { return hpshmem::FreeDeferred(P(addr), &token); });
+    return token;
+  }, "Collective free whose bytes stay out of the heap until every rank calls release_deferred(token).");
+  m.def("release_deferred", &hpshmem::ReleaseDeferred, "This rank no longer references the block of `token`.");
   m.def("ptr", [](uintptr_t addr, int pe) { return reinterpret_cast<uintptr_t>(hpshmem::Ptr(P(addr), pe)); });
   m.def("peer_transport", [](int pe) {
     const char* t = hpshmem::PeerTransport(pe);

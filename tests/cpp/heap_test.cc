@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "multirank.h"
 
@@ -106,6 +107,68 @@ TEST(Heap, DoubleFreeAndForeignPointerFailOnEveryRank) {
     RCHECK_OK(hpshmem::Malloc(64, &p));
     s = hpshmem::Free(rank == 1 ? static_cast<char*>(p) + 64 : p);
     RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// A deferred free keeps its bytes out of the heap until every rank released
+// them, and the ranks reclaim alike even though they release at different times.
+TEST(Heap, DeferredFreeIsReusedOnlyAfterEveryRankReleasedIt) {
+  auto r = RunJob(3, [](int rank, int) {
+    void *a, *b, *c;
+    RCHECK_OK(hpshmem::Malloc(1000, &a));
+    uint64_t token = 0;
+    RCHECK_OK(hpshmem::FreeDeferred(a, &token));
+    RCHECK(token != 0, "a slot");
+    // Freed: a second free is a double free, on every rank.
+    uint64_t t2 = 0;
+    hpshmem::Status s = hpshmem::FreeDeferred(a, &t2);
+    RCHECK(s.code() == Code::kInvalidFree, s.ToString());
+    RCHECK(s.message().find("double free") != std::string::npos, s.message());
+    // Held (by every rank): a new block of the same size lands elsewhere.
+    RCHECK_OK(hpshmem::Malloc(1000, &b));
+    RCHECK(b != a, "held bytes were handed out again");
+    std::string st = hpshmem::DebugState();
+    RCHECK(st.find("\"freed_pending\": 1") != std::string::npos, st);
+    // Only rank 1 still holds it: still not reused anywhere.
+    if (rank != 1) hpshmem::ReleaseDeferred(token);
+    RCHECK_OK(hpshmem::Malloc(1000, &c));
+    RCHECK(c != a, "reused while rank 1 still holds it");
+    RCHECK_OK(hpshmem::Free(c));
+    if (rank == 1) hpshmem::ReleaseDeferred(token);
+    hpshmem::ReleaseDeferred(token);  // twice, and a stale token: harmless
+    hpshmem::ReleaseDeferred(token ^ (uint64_t{1} << 40));
+    RCHECK_OK(hpshmem::Malloc(1000, &c));  // this call reclaims it, then allocates
+    RCHECK(c == a, "the released block is reused");
+    st = hpshmem::DebugState();
+    RCHECK(st.find("\"freed_pending\": 0") != std::string::npos, st);
+    RCHECK_OK(hpshmem::Free(b));
+    RCHECK_OK(hpshmem::Free(c));
+    // Mixing the two kinds of free across ranks is a mismatch on every rank.
+    RCHECK_OK(hpshmem::Malloc(64, &a));
+    s = rank == 2 ? hpshmem::Free(a) : hpshmem::FreeDeferred(a, &token);
+    RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// More deferred frees than slots: the extra ones stay out of the heap (never
+// aliased), the slotted ones are still reclaimed, and nothing diverges.
+TEST(Heap, DeferredFreesBeyondTheSlotsStayRetired) {
+  auto r = RunJob(2, [](int, int) {
+    std::vector<void*> blocks(70);
+    std::vector<uint64_t> tokens(70);
+    for (auto& p : blocks) RCHECK_OK(hpshmem::Malloc(128, &p));
+    for (int i = 0; i < 70; ++i) RCHECK_OK(hpshmem::FreeDeferred(blocks[i], &tokens[i]));
+    for (int i = 0; i < 70; ++i) RCHECK((tokens[i] != 0) == (i < 64), "slot of free " + std::to_string(i));
+    for (uint64_t t : tokens) hpshmem::ReleaseDeferred(t);
+    void* p;
+    RCHECK_OK(hpshmem::Malloc(128, &p));
+    RCHECK(p == blocks[0], "the first reclaimed block comes back first");
+    for (int i = 64; i < 70; ++i) RCHECK(p != blocks[i], "an unslotted block was reused");
+    std::string st = hpshmem::DebugState();
+    RCHECK(st.find("\"freed_pending\": 6") != std::string::npos, st);
+    RCHECK_OK(hpshmem::Free(p));
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }

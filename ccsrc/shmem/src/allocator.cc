@@ -44,9 +44,39 @@ Status OffsetAllocator::Release(size_t offset) {
     return Status::InvalidFree("heap offset " + std::to_string(offset) +
                                " is not the start of a live allocation (double free or foreign pointer)");
   }
-  size_t start = offset, len = it->second;
+  size_t len = it->second;
   live_bytes_ -= len;
   live_.erase(it);
+  AddFree(offset, len);
+  return Status::OK();
+}
+
+Status OffsetAllocator::Retire(size_t offset) {
+  auto it = live_.find(offset);
+  if (it == live_.end()) {
+    return Status::InvalidFree("heap offset " + std::to_string(offset) +
+                               " is not the start of a live allocation (double free or foreign pointer)");
+  }
+  live_bytes_ -= it->second;
+  retired_bytes_ += it->second;
+  retired_[offset] = it->second;
+  live_.erase(it);
+  return Status::OK();
+}
+
+Status OffsetAllocator::Reclaim(size_t offset) {
+  auto it = retired_.find(offset);
+  if (it == retired_.end()) {
+    return Status::InvalidFree("heap offset " + std::to_string(offset) + " is not a retired allocation");
+  }
+  size_t len = it->second;
+  retired_bytes_ -= len;
+  retired_.erase(it);
+  AddFree(offset, len);
+  return Status::OK();
+}
+
+void OffsetAllocator::AddFree(size_t start, size_t len) {
   // Coalesce with the neighbours on both sides.
   auto next = free_.lower_bound(start);
   if (next != free_.end() && start + len == next->first) {
@@ -62,7 +92,6 @@ Status OffsetAllocator::Release(size_t offset) {
     }
   }
   free_[start] = len;
-  return Status::OK();
 }
 
 size_t OffsetAllocator::LiveSize(size_t offset) const {

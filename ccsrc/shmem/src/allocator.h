@@ -23,10 +23,17 @@ class OffsetAllocator {
   Status Release(size_t offset);
   // Size of the live allocation that starts at `offset`, or 0.
   size_t LiveSize(size_t offset) const;
+  // Takes a live allocation out of use without making its bytes allocatable:
+  // something outside the allocator still references them. Reclaim (any time
+  // later, in the same order on every rank) makes them free. Errors as Release.
+  Status Retire(size_t offset);
+  Status Reclaim(size_t offset);
 
   size_t capacity() const { return capacity_; }
   size_t bytes_live() const { return live_bytes_; }
   size_t bytes_peak() const { return peak_bytes_; }
+  size_t bytes_retired() const { return retired_bytes_; }
+  size_t retired_count() const { return retired_.size(); }
   size_t largest_free() const;
   const std::map<size_t, size_t>& live() const { return live_; }
 
@@ -34,7 +41,10 @@ class OffsetAllocator {
   size_t capacity_;
   std::map<size_t, size_t> free_;  // offset -> length, non-adjacent
   std::map<size_t, size_t> live_;  // offset -> length taken (rounded up to 64)
-  size_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::map<size_t, size_t> retired_;  // offset -> length: neither live nor free
+  size_t live_bytes_ = 0, peak_bytes_ = 0, retired_bytes_ = 0;
+
+  void AddFree(size_t start, size_t len);
 };
 
 }  // namespace hpshmem

@@ -60,7 +60,11 @@ std::string DebugState() {
     << (StreamingCopyThreshold() == SIZE_MAX ? std::string("null") : std::to_string(StreamingCopyThreshold()))
     << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
     << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
-    << rt->heap_bytes - rt->alloc->bytes_live() << ", \"allocator_calls\": " << rt->alloc_seq
+    << rt->heap_bytes - rt->alloc->bytes_live() - rt->alloc->bytes_retired()
+    // Freed blocks not yet reusable: a view of them lives on some rank, or they were freed
+    // after the last allocator call (which is where ranks agree to reuse them).
+    << ", \"bytes_freed_pending\": " << rt->alloc->bytes_retired()
+    << ", \"freed_pending\": " << rt->alloc->retired_count() << ", \"allocator_calls\": " << rt->alloc_seq
     << ", \"live_allocations\": [";
   bool first = true;
   for (auto& [off, len] : rt->alloc->live()) {

@@ -1,18 +1,38 @@
 // Collective allocation: the same offsets on every rank, checked across ranks.
 #include <cstring>
 
+#include "log.h"
 #include "runtime.h"
 
 namespace hpshmem {
 namespace {
 
-enum AllocKind : uint64_t { kAllocMalloc = 1, kAllocFree = 2 };
+enum AllocKind : uint64_t { kAllocMalloc = 1, kAllocFree = 2, kAllocFreeDeferred = 3 };
 
 std::string Describe(const AllocRecord& r) {
   if (r.kind == kAllocMalloc) return "malloc(" + std::to_string(r.a) + " bytes, alignment " + std::to_string(r.b) + ")";
-  if (r.kind == kAllocFree)
-    return std::string(r.b ? "free(heap offset " : "free(invalid pointer at heap offset ") + std::to_string(r.a) + ")";
+  if (r.kind == kAllocFree || r.kind == kAllocFreeDeferred) {
+    return std::string(r.b ? "free(heap offset " : "free(invalid pointer at heap offset ") + std::to_string(r.a) +
+           (r.kind == kAllocFreeDeferred ? ", deferred)" : ")");
+  }
   return "?";
+}
+
+// Deferred frees that no rank holds any more (per the records of call `seq`,
+// the same on every rank) become allocatable again, in slot order.
+void ReclaimDeferred(Runtime* rt, uint64_t seq) {
+  if (!rt->deferred_pending) return;
+  uint64_t held = 0;
+  for (int p = 0; p < rt->nranks; ++p) {
+    AllocRecord r;
+    std::memcpy(&r, rt->segment->base() + AllocRecordOffset(p, seq), sizeof r);
+    held |= r.held;
+  }
+  for (uint64_t done = rt->deferred_pending & ~held; done; done &= done - 1) {
+    int slot = __builtin_ctzll(done);
+    rt->alloc->Reclaim(rt->deferred_off[slot]);
+    rt->deferred_pending &= ~(uint64_t{1} << slot);
+  }
 }
 
 // Puts this rank's call into its slot on every rank, waits for every rank to
@@ -20,7 +40,7 @@ std::string Describe(const AllocRecord& r) {
 // all reach the same verdict: either every rank proceeds or every rank fails.
 Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, const char* what) {
   uint64_t seq = ++rt->alloc_seq;
-  const AllocRecord mine{seq, kind, a, b};
+  const AllocRecord mine{seq, kind, a, b, rt->deferred_held.load(std::memory_order_acquire) & rt->deferred_pending};
   const size_t slot = AllocRecordOffset(rt->rank, seq);
   for (int k = 0; k < rt->nranks; ++k) {
     int p = (rt->rank + k) % rt->nranks;
@@ -45,7 +65,14 @@ Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, 
                                         " (every rank must allocate and free the same sizes in the same order)");
     }
   }
+  ReclaimDeferred(rt, seq);
   return Status::OK();
+}
+
+std::string RetiredNote(const Runtime* rt) {
+  if (!rt->alloc->retired_count()) return "";
+  return std::to_string(rt->alloc->bytes_retired()) + " bytes in " + std::to_string(rt->alloc->retired_count()) +
+         " freed allocations still referenced by tensor views on some rank (reusable once those are gone), ";
 }
 
 Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
@@ -65,11 +92,50 @@ Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
     return Status::OutOfMemory(std::string(what) + ": symmetric heap exhausted: " + s.message() + "; " +
                                std::to_string(rt->alloc->bytes_live()) + " of " + std::to_string(rt->heap_bytes) +
                                " bytes live in " + std::to_string(rt->alloc->live().size()) +
-                               " allocations, largest free block " + std::to_string(rt->alloc->largest_free()) +
-                               " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
+                               " allocations, " + RetiredNote(rt) + "largest free block " +
+                               std::to_string(rt->alloc->largest_free()) + " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
                                std::to_string(((rt->heap_bytes + bytes) >> 30) + 1) + "g)");
   }
   *out = rt->heap + off;
+  return Status::OK();
+}
+
+Status FreeImpl(void* ptr, bool deferred, uint64_t* token) {
+  const char* what = deferred ? "FreeDeferred" : "Free";
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit(what);
+  std::lock_guard<std::mutex> lk(rt->alloc_mu);
+  auto a = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(rt->heap);
+  bool inside = a >= base && a - base < rt->heap_bytes;
+  uint64_t off = inside ? a - base : UINT64_MAX;
+  bool valid = inside && rt->alloc->LiveSize(off) > 0;
+  // An invalid free still takes part in the collective check so that every
+  // rank reports it instead of the others hanging in a barrier.
+  Status s = VerifyCollectiveCall(rt, deferred ? kAllocFreeDeferred : kAllocFree, off, valid ? 1 : 0, what);
+  if (!s.ok()) return s;
+  if (!valid) {
+    return Status::InvalidFree(inside ? std::string(what) + ": heap offset " + std::to_string(off) +
+                                            " is not a live allocation (double free?)"
+                                      : std::string(what) + ": pointer " + Hex(a) + " is not in the symmetric heap");
+  }
+  if (!deferred) return rt->alloc->Release(off);
+  HPSHMEM_RETURN_IF_ERROR(rt->alloc->Retire(off));
+  uint64_t busy = rt->deferred_pending;
+  if (busy == ~uint64_t{0}) {
+    // Every rank sees the same slots busy, so every rank keeps this block retired alike.
+    if (rt->deferred_unslotted++ == 0) {
+      HP_WARN("FreeDeferred: %d freed allocations are still referenced by views; further ones stay out of the "
+              "heap until finalize", Runtime::kDeferSlots);
+    }
+    *token = 0;
+    return Status::OK();
+  }
+  int slot = __builtin_ctzll(~busy);
+  rt->deferred_off[slot] = off;
+  rt->deferred_pending |= uint64_t{1} << slot;
+  rt->deferred_held.fetch_or(uint64_t{1} << slot, std::memory_order_acq_rel);
+  *token = (rt->generation << 8) | static_cast<uint64_t>(slot + 1);
   return Status::OK();
 }
 
@@ -93,25 +159,25 @@ Status Calloc(size_t count, size_t size, void** out) {
   return Barrier();
 }
 
+
 Status Free(void* ptr) {
+  uint64_t unused;
+  return FreeImpl(ptr, false, &unused);
+}
+
+Status FreeDeferred(void* ptr, uint64_t* token) {
+  *token = 0;
+  return FreeImpl(ptr, true, token);
+}
+
+void ReleaseDeferred(uint64_t token) {
+  if (!token) return;
   CallScope call;
   Runtime* rt = call.rt();
-  if (!rt) return NotInit("Free");
-  std::lock_guard<std::mutex> lk(rt->alloc_mu);
-  auto a = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(rt->heap);
-  bool inside = a >= base && a - base < rt->heap_bytes;
-  uint64_t off = inside ? a - base : UINT64_MAX;
-  bool valid = inside && rt->alloc->LiveSize(off) > 0;
-  // An invalid free still takes part in the collective check so that every
-  // rank reports it instead of the others hanging in a barrier.
-  Status s = VerifyCollectiveCall(rt, kAllocFree, off, valid ? 1 : 0, "Free");
-  if (!s.ok()) return s;
-  if (!valid) {
-    return Status::InvalidFree(inside ? "Free: heap offset " + std::to_string(off) +
-                                            " is not a live allocation (double free?)"
-                                      : "Free: pointer " + Hex(a) + " is not in the symmetric heap");
-  }
-  return rt->alloc->Release(off);
+  if (!rt || (token >> 8) != rt->generation) return;  // a finalized runtime's block: nothing to give back
+  int slot = static_cast<int>(token & 0xff) - 1;
+  if (slot < 0 || slot >= Runtime::kDeferSlots) return;
+  rt->deferred_held.fetch_and(~(uint64_t{1} << slot), std::memory_order_acq_rel);
 }
 
 CollectiveCounters* GetCollectiveCounters() {

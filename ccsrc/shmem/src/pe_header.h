@@ -27,6 +27,9 @@ struct AllocRecord {
   uint64_t kind;  // AllocKind
   uint64_t a;     // bytes (alloc) or heap offset (free)
   uint64_t b;     // alignment (alloc) or validity (free)
+  // Not compared: the deferred frees (bit = slot) this rank still holds
+  // references to. Every rank ORs all records, so all reclaim alike.
+  uint64_t held;
 };
 
 constexpr int kBarrierRounds = 32;  // dissemination rounds: enough for 2^32 ranks

@@ -230,6 +230,8 @@ Status Init(const InitAttr& attr) {
                                    std::to_string(attr.nranks) + ")");
   }
   auto rt = std::make_unique<Runtime>();
+  static uint64_t generations = 0;  // under LifecycleMutex
+  rt->generation = ++generations;
   HPSHMEM_RETURN_IF_ERROR(Config::Build(attr, &rt->config));
   SetLogLevel(rt->config.log_level);
   SetLogRank(attr.rank);

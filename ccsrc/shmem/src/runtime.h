@@ -45,6 +45,17 @@ struct Runtime {
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
   uint64_t alloc_seq = 0;        // collective allocator calls so far
+  // Deferred frees (FreeDeferred): a freed block whose memory something
+  // outside the runtime may still reference stays retired in the allocator,
+  // in a slot, until every rank has let it go (ReleaseDeferred). Slots and
+  // pending are changed only under alloc_mu, identically on every rank;
+  // `deferred_held` is this rank's own view and changes at any time.
+  static constexpr int kDeferSlots = 64;
+  size_t deferred_off[kDeferSlots] = {};
+  uint64_t deferred_pending = 0;
+  std::atomic<uint64_t> deferred_held{0};
+  uint64_t deferred_unslotted = 0;  // deferred frees retired until finalize (all slots were busy)
+  uint64_t generation = 0;          // distinguishes this runtime's deferral tokens from an earlier one's
   uint64_t barrier_epoch = 0;
   uint8_t* sym_base = nullptr;   // this rank's symmetric range: workspace, then heap
   size_t sym_bytes = 0;

@@ -103,6 +103,18 @@ Status AlignedAlloc(size_t alignment, size_t bytes, void** out);
 // reported on every rank, since the ranks compare their calls.
 Status Free(void* ptr);
 
+// Collective free for memory that something outside the runtime (a tensor
+// view) may still reference on some rank: the block leaves the live set at
+// once (a second free is kInvalidFree), but its bytes are not handed out again
+// until every rank has called ReleaseDeferred(*token); allocator calls reclaim
+// them, the same on every rank. *token is 0 when the block stays out of the
+// heap until Finalize (64 deferred frees already pending). Errors as Free; a
+// rank calling Free while another calls FreeDeferred is kCollectiveMismatch.
+Status FreeDeferred(void* ptr, uint64_t* token);
+// This rank no longer references the block of `token`. Local, cheap, safe
+// from any thread at any time (a token of a finalized runtime is ignored).
+void ReleaseDeferred(uint64_t token);
+
 // Address of the object `local` (in this rank's heap) on rank `pe`, for
 // direct loads/stores; nullptr when `local` is not in the heap, pe is out of
 // range, or pe is not directly reachable (another host, or UCX forced).
