@@ -287,6 +287,62 @@ def scenario_use_after_free(rank, world):
     assert F.numel(keep) == 0, "finalize detaches every symmetric tensor"
 
 
+def scenario_stale_views(rank, world):
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    f32, peer = F.dtype("float32"), (rank + 1) % world
+    c = symm.empty(64, dtype=f32)
+    c_addr = F.data_ptr(c)
+    v = c[2:6]
+    symm.free(c)
+    assert F.numel(c) == 0
+    d = symm.empty(64, dtype=f32)
+    assert F.data_ptr(d) != c_addr, "the memory of a live view was handed out again"
+    F.fill(d, 5.0)
+    F.fill(v, -1.0)  # reaches only the freed block
+    symm.barrier()
+    symm.shmem_put(d, 0, F.full(64, float(rank), "float32"), 0, 64, peer)
+    symm.barrier()
+    assert np.array_equal(F.values(d), np.full(64, (rank - 1) % world)), "a peer's put went astray"
+    assert np.array_equal(F.values(v), np.full(4, -1.0))
+    assert symm.debug_state()["heap"]["freed_pending"] == 1
+    # Only rank 1 still has a view: no rank may reuse the block.
+    if rank != 1:
+        del v
+    e = symm.empty(64, dtype=f32)
+    assert F.data_ptr(e) != c_addr, "reused while rank 1 still had a view of it"
+    symm.free(e)
+    if rank == 1:
+        del v
+    f = symm.empty(64, dtype=f32)
+    assert F.data_ptr(f) == c_addr, "the block is reused on every rank once the last view is gone"
+    assert symm.debug_state()["heap"]["freed_pending"] == 0
+    # A view of a peer's copy from get_buffer (rank 0 only) holds the block too (free empties
+    # the get_buffer tensor itself, as it does the tensor from empty()).
+    g = symm.empty(16, dtype=f32)
+    g_addr = F.data_ptr(g)
+    pv = symm.rendezvous(g).get_buffer(peer, (16,), f32)[2:5] if rank == 0 else None
+    symm.free(g)
+    h = symm.empty(16, dtype=f32)
+    assert F.data_ptr(h) != g_addr, "a peer view's memory was handed out again"
+    del pv
+    symm.free(h)
+    # Without views (every dtype path, bfloat16's included) free gives the bytes back at once.
+    for name in ("float32", "bfloat16", "int64"):
+        b = symm.empty(9, dtype=F.dtype(name))
+        addr = F.data_ptr(b)
+        symm.free(b)
+        b = symm.empty(9, dtype=F.dtype(name))
+        assert F.data_ptr(b) == addr, f"{name}: a freed tensor without views still held its memory"
+        symm.free(b)
+    # After finalize a view reads zeros and its writes go nowhere: no fault, no stale data.
+    F.fill(f, 7.0)
+    w = f[8:40]
+    symm.finalize()
+    assert np.array_equal(F.values(w), np.zeros(32)), "a view after finalize reaches old memory"
+    F.fill(w, 3.0)
+
+
 def scenario_killed_rank(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -544,6 +600,10 @@ def test_meta_and_sparse_arguments_are_type_errors():
 
 def test_use_after_free_and_bad_frees(fw):
     assert_job_ok(HERE, "scenario_use_after_free", 3, framework=fw)
+
+
+def test_views_outliving_free_or_finalize_never_reach_later_memory(fw):
+    assert_job_ok(HERE, "scenario_stale_views", 3, framework=fw)
 
 
 def test_killed_rank_is_reported(fw):

@@ -39,6 +39,8 @@ the README), ``HYPER_PARALLEL_PLATFORM``.
 from __future__ import annotations
 
 import bisect
+import ctypes
+import itertools
 import json
 import operator
 import os
@@ -102,12 +104,44 @@ def _type_error(msg: str) -> ShmemTypeError:
 
 # --------------------------------------------------------------------------- live allocations
 class _Allocation:
-    __slots__ = ("addr", "nbytes", "tensors")
+    """One block of the heap and every framework object that can reach it.
+
+    Each tensor handed out over the block (by :func:`empty` or ``get_buffer``) sits on a
+    ctypes buffer object that the framework keeps alive for exactly as long as any tensor,
+    view or NumPy array over that memory exists. ``buffers`` holds the keys of those still
+    alive; :func:`free` detaches the tensors the library knows, and when views remain the
+    runtime keeps the bytes out of the heap (on every rank) until the last one is gone, so a
+    stale view never aliases a later allocation.
+    """
+
+    __slots__ = ("addr", "nbytes", "tensors", "buffers", "token")
 
     def __init__(self, addr: int, nbytes: int):
         self.addr = addr
         self.nbytes = nbytes
         self.tensors: list = []  # weakrefs to the tensors handed out over this memory
+        self.buffers: set = set()  # keys of the live buffer objects under them
+        self.token = None  # the runtime's deferral token once freed
+
+    def buffer_gone(self, key) -> None:
+        # Runs when the framework drops a buffer (any thread, under the GIL; set ops are atomic).
+        self.buffers.discard(key)
+        if not self.buffers and self.token:
+            _C.release_deferred(self.token)
+
+
+_buffer_keys = itertools.count()
+
+
+def _wrap(a: _Allocation, addr: int, nbytes: int, shape, dtype):
+    """A framework tensor over heap bytes [addr, addr + nbytes), tracked by allocation `a`."""
+    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(addr)
+    key = next(_buffer_keys)
+    a.buffers.add(key)
+    weakref.finalize(buf, a.buffer_gone, key)
+    t = _handler.wrap(buf, nbytes, shape, dtype)
+    a.tensors.append(weakref.ref(t))
+    return t
 
 
 class _State:
@@ -364,9 +398,8 @@ def empty(*size, dtype=None):
     _ensure_init()
     with _state.lock:
         addr = _C.malloc(nbytes, 64)
-        t = _handler.wrap(addr, nbytes, shape, dtype)
         a = _Allocation(addr, nbytes)
-        a.tensors.append(weakref.ref(t))
+        t = _wrap(a, addr, nbytes, shape, dtype)
         _state.add(a)
     return t
 
@@ -374,6 +407,11 @@ def empty(*size, dtype=None):
 def free(tensor) -> None:
     """Collective: returns `tensor`'s heap memory; `tensor` (the one :func:`empty` returned)
     becomes an empty tensor so it can no longer reach the heap.
+
+    Views of it that are still alive on any rank (slices, ``.view()``, NumPy arrays,
+    ``get_buffer`` tensors) keep their memory: its bytes are handed out again only once the
+    last such view is gone on every rank (checked at each later ``empty``/``free``), so a
+    stale view never reads or writes a later allocation.
 
     Raises: InvalidFreeError (a tensor not from empty(), or freed twice) on every rank,
     CollectiveMismatchError when ranks free different tensors.
@@ -390,7 +428,7 @@ def free(tensor) -> None:
         # A wrong pointer still goes to the runtime: the ranks compare their frees,
         # so every rank reports it instead of the others hanging.
         try:
-            _C.free(addr if a is not None else (addr or 1))
+            token = _C.free_deferred(addr if a is not None else (addr or 1))
         except InvalidFreeError as e:
             if a is not None:
                 raise
@@ -398,10 +436,13 @@ def free(tensor) -> None:
                 f"free(): this tensor ({numel} elements of {dtype}) is not a live symmetric allocation: "
                 f"freed already (free() leaves the tensor empty) or not made by symm.empty() ({e})") from None
         _state.remove(addr)
+        a.token = token
         for ref in a.tensors:
             t = ref()
             if t is not None:
                 _handler.detach(t)
+        if not a.buffers:  # nothing else referenced it: the bytes are reusable at the next allocator call
+            _C.release_deferred(token)
 
 
 def is_symmetric(tensor) -> bool:
@@ -728,9 +769,7 @@ class SymmetricMemoryHandle:
             raise ShmemUnsupportedError(
                 f"rank {p} is reached through {_C.peer_transport(p)}, not shared memory: it has no direct "
                 "view here; use shmem_put/shmem_get")
-        t = _handler.wrap(base + begin, numel * itemsize, shape, dtype)
-        self._alloc.tensors.append(weakref.ref(t))
-        return t
+        return _wrap(self._alloc, base + begin, numel * itemsize, shape, dtype)
 
     def barrier(self):
         barrier()

@@ -177,9 +177,11 @@ class MindSporeSymmetricMemoryHandler:
             raise TypeError(f"{name} must be an int or a one-element integer tensor, got dtype {t.dtype}")
         return int(t.item())
 
-    def wrap(self, addr: int, nbytes: int, shape, dtype):
-        """A tensor of `shape`/`dtype` whose memory IS heap memory at `addr` (no copy)."""
-        buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(addr)
+    def wrap(self, buf, nbytes: int, shape, dtype):
+        """A tensor of `shape`/`dtype` whose memory IS the memory of ctypes buffer `buf` (no copy).
+
+        The tensor holds the NumPy array over `buf`, and every view of it holds that too.
+        """
         arr = np.frombuffer(buf, dtype=np.uint8)[:nbytes].view(_NP_OF[dtype]).reshape(shape)
         t = ms.Tensor.from_numpy(arr)
         return t.view(ms.bfloat16) if dtype == ms.bfloat16 else t

@@ -123,13 +123,14 @@ class TorchSymmetricMemoryHandler:
                             f"{'meta' if t.is_meta else str(t.layout)} tensor")
         return int(t.item())
 
-    def wrap(self, addr: int, nbytes: int, shape, dtype) -> torch.Tensor:
-        """A tensor of `shape`/`dtype` whose storage IS heap memory at `addr` (no copy)."""
-        buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(addr)
-        flat = torch.frombuffer(buf, dtype=torch.uint8)
-        if nbytes == 0:
-            flat = flat[:0]
-        return flat.view(dtype).view(shape)
+    def wrap(self, buf, nbytes: int, shape, dtype) -> torch.Tensor:
+        """A tensor of `shape`/`dtype` whose storage IS the memory of ctypes buffer `buf` (no copy).
+
+        The storage keeps `buf` alive as long as any tensor or view over it lives; the tensor
+        is not itself a view (no ``_base``), so :meth:`detach` drops the last reference it holds.
+        """
+        storage = torch.frombuffer(buf, dtype=torch.uint8).untyped_storage()
+        return torch.empty((0,), dtype=dtype).set_(storage, 0, shape)
 
     def detach(self, t: torch.Tensor) -> None:
         """Cut a freed tensor off the heap: it becomes an empty tensor with storage of its own."""
