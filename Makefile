@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install test test-cpp test-python test-sanitize bench demo demo-nodes clean
+.PHONY: all build build-cpp install test test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
 
 all: build
 
@@ -41,6 +41,16 @@ test-cpp: build-cpp
 
 test-python: install
 	$(PY) -m pytest tests/python -q
+
+# Longer runs by hand (not in CI): the property-based fuzz with many more examples and a fresh
+# seed (the seed is printed; HP_FUZZ_SEED=<seed> reproduces), and the 10^5-round soak.
+FUZZ_EXAMPLES ?= 3000
+fuzz: install
+	seed=$${HP_FUZZ_SEED:-$$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}; echo "HP_FUZZ_SEED=$$seed"; \
+	HP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HP_FUZZ_SEED=$$seed $(PY) -m pytest tests/python/test_fuzz.py -q
+
+soak: install
+	$(PY) tests/python/soak.py --rounds 100000 --worlds 2 4 --out bench-results/soak.json
 
 bench: build-cpp install
 	mkdir -p bench-results
