@@ -98,6 +98,36 @@ TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
   EXPECT_TRUE(silent_closed);
 }
 
+// A flood of silent connections: the listener holds at most 64 handshakes,
+// dropping the oldest (the longest silent) to make room, so the flood costs
+// neither unbounded descriptors nor the ranks their place. Without the cap all
+// of them would stay open until the 5 s handshake limit.
+TEST(Bootstrap, SilentFloodIsCappedAtSixtyFourHandshakes) {
+  constexpr int kFlood = 150, kCap = 64;
+  std::vector<int> state(kFlood, -1);  // 1: dropped by the listener, 0: still held
+  JobOptions o;
+  o.on_unique_id = [&](const hpshmem::UniqueId& uid) {
+    hpshmem::UniqueIdFields f;
+    ASSERT_TRUE(hpshmem::DecodeUniqueId(uid, &f).ok());
+    std::vector<hpshmem::Fd> flood(kFlood);
+    for (auto& fd : flood) {
+      hpshmem::Deadline dl(5);
+      ASSERT_TRUE(hpshmem::ConnectTcp(f.host, f.port, dl, &fd).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // well inside the handshake limit
+    for (int i = 0; i < kFlood; ++i) {
+      char buf[64];
+      ssize_t n;
+      while ((n = recv(flood[i].get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) {}  // the challenge
+      state[i] = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ? 1 : 0;
+    }
+  };
+  auto r = RunJob(3, [](int, int) { RCHECK_OK(hpshmem::Barrier()); }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+  for (int i = 0; i < kFlood; ++i)
+    EXPECT_EQ(state[i], i < kFlood - kCap ? 1 : 0) << "connection " << i << " of the flood";
+}
+
 // Rank 0 runs out of file descriptors while the other ranks connect: accept
 // fails with EMFILE while the listener stays readable. The listener must back
 // off (not spin a core) and take the ranks once descriptors are free again.

@@ -391,3 +391,57 @@ TEST(Failure, ChaosKillAtRandomPointsIsReportedByEverySurvivor) {
     EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
   }
 }
+
+// SIGSTOP of a random rank at a random point of the same mix: a stopped rank
+// is indistinguishable from a slow one, so no survivor may report it dead or
+// hang. Each survivor's first failure is kTimeout from a wait that waited its
+// full deadline and not much more (a wait that succeeded before it in the same
+// call was not blocked). Every survivor has failed within one deadline per rank
+// in the longest chain of waits; then one survivor kills the stopped rank, and
+// nothing of the job is left behind.
+TEST(Failure, ChaosStopAtRandomPointsTimesOutEverySurvivor) {
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    std::string job;
+    JobOptions o = RememberJob(&job);
+    o.timeout_sec = 1;
+    o.finalize = false;
+    const int n = 3 + static_cast<int>(seed % 2);
+    const int victim = static_cast<int>(seed * 5 % n);
+    const int stop_at = static_cast<int>(seed * 11 % 30);
+    const int killer = victim == 0 ? 1 : 0;
+    auto r = RunJob(n, [&](int rank, int nranks) {
+      void *out, *sig, *pids;
+      RCHECK_OK(hpshmem::Malloc(size_t{1} << 20, &out));
+      RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
+      RCHECK_OK(hpshmem::Malloc(sizeof(int64_t) * nranks, &pids));
+      const int64_t me = getpid();
+      RCHECK_OK(hpshmem::ops::Allgather(pids, &me, sizeof me, false));
+      RCHECK_OK(hpshmem::Barrier());
+      std::mt19937_64 rng(seed);
+      int64_t ring = 0;
+      for (int step = 0;; ++step) {
+        if (rank == victim && step == stop_at) raise(SIGSTOP);  // until the killer's SIGKILL
+        auto t0 = std::chrono::steady_clock::now();
+        hpshmem::Status s = ChaosStep(rng, rank, nranks, out, sig, &ring);
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s.ok()) continue;
+        RCHECK(s.code() == Code::kTimeout, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
+                                               s.ToString());
+        RCHECK(s.message().find(" 1 s") != std::string::npos &&
+                   s.message().find("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC") != std::string::npos,
+               "the message names the deadline and its variable: " + s.message());
+        RCHECK(dt >= 0.95 && dt < 3.5, "a 1 s deadline failed after " + std::to_string(dt) + " s: " + s.message());
+        break;
+      }
+      // Every survivor has failed once the longest chain of deadlines has run out.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000 * nranks + 1000));
+      if (rank == killer) kill(static_cast<pid_t>(static_cast<int64_t*>(pids)[victim]), SIGKILL);
+    }, o);
+    ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
+    EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
+    for (int k = 0; k < n; ++k)
+      if (k != victim) EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    EXPECT_FALSE(r.timed_out) << "seed " << seed;
+    EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
+  }
+}
