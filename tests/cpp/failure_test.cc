@@ -385,8 +385,10 @@ TEST(Failure, ChaosKillAtRandomPointsIsReportedByEverySurvivor) {
     }, o);
     ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
     EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
-    for (int k = 0; k < n; ++k)
-      if (k != victim) EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    for (int k = 0; k < n; ++k) {
+      if (k == victim) continue;
+      EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    }
     EXPECT_FALSE(r.timed_out) << "seed " << seed;
     EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
   }
@@ -439,8 +441,10 @@ TEST(Failure, ChaosStopAtRandomPointsTimesOutEverySurvivor) {
     }, o);
     ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
     EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
-    for (int k = 0; k < n; ++k)
-      if (k != victim) EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    for (int k = 0; k < n; ++k) {
+      if (k == victim) continue;
+      EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+    }
     EXPECT_FALSE(r.timed_out) << "seed " << seed;
     EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
   }
