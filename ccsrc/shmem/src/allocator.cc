@@ -29,6 +29,7 @@ Status OffsetAllocator::Allocate(size_t bytes, size_t alignment, size_t* offset)
     if (head) free_[start] = head;
     if (tail) free_[aligned + len] = tail;
     live_[aligned] = len;
+    asked_[aligned] = bytes;
     live_bytes_ += len;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
     *offset = aligned;
@@ -47,6 +48,7 @@ Status OffsetAllocator::Release(size_t offset) {
   size_t len = it->second;
   live_bytes_ -= len;
   live_.erase(it);
+  asked_.erase(offset);
   AddFree(offset, len);
   return Status::OK();
 }
@@ -61,6 +63,7 @@ Status OffsetAllocator::Retire(size_t offset) {
   retired_bytes_ += it->second;
   retired_[offset] = it->second;
   live_.erase(it);
+  asked_.erase(offset);
   return Status::OK();
 }
 
@@ -97,6 +100,13 @@ void OffsetAllocator::AddFree(size_t start, size_t len) {
 size_t OffsetAllocator::LiveSize(size_t offset) const {
   auto it = live_.find(offset);
   return it == live_.end() ? 0 : it->second;
+}
+
+bool OffsetAllocator::WithinLive(size_t offset, size_t bytes) const {
+  auto it = asked_.upper_bound(offset);
+  if (it == asked_.begin()) return false;
+  --it;
+  return offset - it->first <= it->second && bytes <= it->second - (offset - it->first);
 }
 
 size_t OffsetAllocator::largest_free() const {

@@ -23,6 +23,8 @@ class OffsetAllocator {
   Status Release(size_t offset);
   // Size of the live allocation that starts at `offset`, or 0.
   size_t LiveSize(size_t offset) const;
+  // Whether [offset, offset + bytes) lies within the bytes one live allocation asked for.
+  bool WithinLive(size_t offset, size_t bytes) const;
   // Takes a live allocation out of use without making its bytes allocatable:
   // something outside the allocator still references them. Reclaim (any time
   // later, in the same order on every rank) makes them free. Errors as Release.
@@ -42,6 +44,7 @@ class OffsetAllocator {
   std::map<size_t, size_t> free_;  // offset -> length, non-adjacent
   std::map<size_t, size_t> live_;  // offset -> length taken (rounded up to 64)
   std::map<size_t, size_t> retired_;  // offset -> length: neither live nor free
+  std::map<size_t, size_t> asked_;    // live offset -> bytes requested (live_ holds them rounded up)
   size_t live_bytes_ = 0, peak_bytes_ = 0, retired_bytes_ = 0;
 
   void AddFree(size_t start, size_t len);

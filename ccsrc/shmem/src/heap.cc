@@ -30,7 +30,7 @@ void ReclaimDeferred(Runtime* rt, uint64_t seq) {
   }
   for (uint64_t done = rt->deferred_pending & ~held; done; done &= done - 1) {
     int slot = __builtin_ctzll(done);
-    rt->alloc->Reclaim(rt->deferred_off[slot]);
+    (void)rt->alloc->Reclaim(rt->deferred_off[slot]);  // retired by FreeImpl: cannot fail
     rt->deferred_pending &= ~(uint64_t{1} << slot);
   }
 }
@@ -208,6 +208,23 @@ bool IsSymmetric(const void* p, size_t bytes) {
   Runtime* rt = call.rt();
   size_t off;
   return rt && SymOffset(rt, p, bytes, "IsSymmetric", &off).ok();
+}
+
+Liveness InLiveAllocation(const void* p, size_t bytes) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return Liveness::kNo;
+  auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(rt->heap);
+  if (a < base || a - base >= rt->heap_bytes) return Liveness::kNo;
+  std::unique_lock<std::mutex> lk(rt->alloc_mu, std::try_to_lock);
+  if (!lk.owns_lock()) return Liveness::kBusy;
+  return rt->alloc->WithinLive(a - base, bytes) ? Liveness::kYes : Liveness::kNo;
+}
+
+bool DirectlyReachable(int pe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  return rt && pe >= 0 && pe < rt->nranks && rt->peer_sym[pe] != nullptr;
 }
 
 }  // namespace hpshmem

@@ -3,9 +3,8 @@
 #include "runtime.h"
 
 namespace hpshmem {
-namespace {
 
-bool Compare(int64_t v, Cmp c, int64_t x) {
+bool CmpHolds(int64_t v, Cmp c, int64_t x) {
   switch (c) {
     case Cmp::kEq: return v == x;
     case Cmp::kNe: return v != x;
@@ -16,6 +15,8 @@ bool Compare(int64_t v, Cmp c, int64_t x) {
   }
   return false;
 }
+
+namespace {
 
 bool ValidCmp(Cmp c) { return static_cast<int>(c) >= 0 && static_cast<int>(c) <= 5; }
 
@@ -150,7 +151,7 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
   int64_t last = 0;
   auto ready = [&] {
     last = LoadSignal(sig, type);
-    return Compare(last, cmp, value);
+    return CmpHolds(last, cmp, value);
   };
   auto describe = [&] {
     std::string name = label ? std::string(label) : "signal at heap offset " + std::to_string(off);

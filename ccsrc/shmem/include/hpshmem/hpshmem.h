@@ -140,6 +140,14 @@ CollectiveCounters* GetCollectiveCounters();
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
 
+// Whether [p, p + bytes) lies within the bytes one live allocation of this
+// rank's heap asked for: kYes, kNo, or kBusy when an allocator call holds the
+// heap's lock right now (the caller decides another way; this never blocks).
+enum class Liveness { kNo = 0, kYes = 1, kBusy = 2 };
+Liveness InLiveAllocation(const void* p, size_t bytes);
+// Whether `pe` is this rank or shares memory with it (puts are plain copies).
+bool DirectlyReachable(int pe);
+
 // ---------------------------------------------------------------- RMA
 
 // Copies `bytes` from local `src` to symmetric `dest` on rank `pe`. Blocking:
@@ -159,6 +167,8 @@ enum class SignalType : int { kInt32 = 4, kInt64 = 8 };  // value = width in byt
 enum class Cmp : int { kEq = 0, kGt = 1, kLt = 2, kNe = 3, kGe = 4, kLe = 5 };
 
 const char* CmpName(Cmp cmp);  // "==", ">", ...
+// Whether `value` cmp `x` holds (signed).
+bool CmpHolds(int64_t value, Cmp cmp, int64_t x);
 
 // Atomically sets or adds `value` to the signal word `sig` (symmetric,
 // naturally aligned) on rank `pe`, with release ordering after every earlier
