@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fast_path.h"
 #include "hpshmem/hpshmem.h"
 #include "ops/ops.h"
 
@@ -99,9 +100,14 @@ hpshmem::SignalType Width(int bytes) {
 
 }  // namespace
 
+namespace hpshmem_python {
+void RaiseStatus(const Status& s) { Raise(s); }
+}  // namespace hpshmem_python
+
 NB_MODULE(_hpshmem, m) {
   m.doc() = "libhpshmem binding: addresses and byte counts in; see hyper_parallel.core.symmetric_memory.";
   RegisterErrors(m);
+  hpshmem_python::RegisterFastPath(m);
 
   m.def("get_unique_id", [](const std::string& host) {
     hpshmem::UniqueId id;

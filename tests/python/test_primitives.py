@@ -343,6 +343,82 @@ def scenario_stale_views(rank, world):
     F.fill(w, 3.0)
 
 
+def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
+    """The binding's fast path does valid calls itself (True) and declines (False) everything the
+    Python checks must judge, writing nothing; the public API gives the same results either way."""
+    import hyper_parallel.core.symmetric_memory as symm
+    from hyper_parallel import _hpshmem as _C
+    F = current()
+    i64, f32 = F.dtype("int64"), F.dtype("float32")
+    t = symm.empty(16, dtype=i64)
+    sig = symm.empty(4, dtype=i64)
+    F.fill(t, 7)
+    F.fill(sig, 0)
+    symm.barrier()
+    peer = (rank + 1) % world
+    src = F.tensor(np.arange(16) + 100 * rank, "int64")
+    # The common case: ints and dense tensors, done here.
+    assert _C.fast_put(t, 2, src, 3, 5, peer, None) is True
+    assert _C.fast_put_signal(t, 8, src, 0, 2, sig, 1, 1, "add", peer, None) is True
+    assert _C.fast_signal(sig, 2, 5, 0, peer) is True
+    assert _C.fast_signal(sig, 3, 1, "ADD", rank) is True
+    assert _C.fast_wait(None, sig, 3, 1, "ge") == 1
+    symm.barrier()
+    assert _C.fast_wait(t, sig, 1, 1, 0) == 1 and _C.fast_wait(None, sig, 2, 5, "eq") == 5
+    left = (rank - 1) % world
+    want = np.full(16, 7)
+    want[2:7] = np.arange(3, 8) + 100 * left
+    want[8:10] = np.arange(0, 2) + 100 * left
+    assert np.array_equal(F.values(t), want), F.values(t)
+    local = F.full(6, -1, "int64")
+    assert _C.fast_get(local, 1, t, 2, 5, rank) is True
+    assert np.array_equal(F.values(local), np.concatenate([[-1], want[2:7]]))
+    out = symm.empty(world * 3, dtype=i64)
+    assert _C.fast_allgather(out, src[:3], "push", None) is True
+    assert np.array_equal(F.values(out), np.concatenate([np.arange(3) + 100 * p for p in range(world)]))
+    recv = symm.empty(world * 2, dtype=i64)
+    assert _C.fast_alltoall([src[2 * p:2 * p + 2] for p in range(world)], recv, [2] * world, "pull" if False else
+                            "push", 1) is True
+    assert np.array_equal(F.values(recv), np.concatenate([np.arange(2 * rank, 2 * rank + 2) + 100 * p
+                                                          for p in range(world)]))
+    symm.barrier()
+    # Everything else is declined, and nothing is written.
+    before = F.values(t).copy()
+    freed = symm.empty(4, dtype=i64)
+    stale = freed[1:]
+    symm.free(freed)
+    bad_puts = [
+        (t, True, src, 0, 1, peer), (t, 0, src, 0, 1.0, peer), (t, np.int64(0), src, 0, 1, peer),
+        (t, -1, src, 0, 1, peer), (t, 0, src, 0, 17, peer), (t, 12, src, 0, 5, peer), (t, 0, src, 12, 5, peer),
+        (t, 0, src, 0, 2 ** 63, peer), (t, 0, src, 0, 1, world), (t, 0, src, 0, 1, -1), (t, 0, src, 0, 1, True),
+        (t, 0, F.full(4, 1.0, "float32"), 0, 1, peer), (src, 0, src, 0, 1, peer), (stale, 0, src, 0, 1, peer),
+        (t, 0, F.non_contiguous(8), 0, 1, peer), (t, 0, [1, 2], 0, 1, peer), (t[:0], 0, src, 0, 0, peer),
+        (symm.empty(4, dtype=f32), 0, src, 0, 1, peer),
+    ]
+    for args in bad_puts:
+        assert _C.fast_put(*args, None) is False, args
+        assert _C.fast_put_signal(*args[:5], sig, 0, 1, 0, args[5], None) is False, args
+    assert _C.fast_put(t, 0, src, 0, 1, peer, 0) is False  # block_dim out of [1, 64]
+    assert _C.fast_put(t, 0, src, 0, 1, peer, 65) is False
+    for sargs in [(sig, 4, 1, 0), (sig, -1, 1, 0), (sig, 0, 2 ** 63, 0), (sig, 0, 1, 2), (sig, 0, 1, "mul"),
+                  (sig, 0, 1.5, 0), (t[:0], 0, 1, 0), (F.full(4, 0, "int64"), 0, 1, 0),
+                  (symm.empty(4, dtype=f32), 0, 1, 0)]:
+        assert _C.fast_signal(*sargs, peer) is False, sargs
+        assert _C.fast_put_signal(t, 0, src, 0, 1, *sargs, peer, None) is False, sargs
+    sig32 = symm.empty(2, dtype=F.dtype("int32"))
+    assert _C.fast_signal(sig32, 0, 2 ** 31, 0, peer) is False  # does not fit an int32 signal
+    for wargs in [(1, sig, 0, 0, 0), (None, sig, 0, 0, 6), (None, sig, 0, 0, "approx"), (None, sig, 9, 0, 0)]:
+        assert _C.fast_wait(*wargs) is None, wargs
+    assert _C.fast_allgather(out, src[:2], "push", None) is False  # wrong size
+    assert _C.fast_allgather(out, src[:3], "sideways", None) is False
+    assert _C.fast_alltoall(tuple(src[:2] for _ in range(world)), recv, [2] * world, "push", None) is False
+    assert _C.fast_alltoall([src[:2]] * world, recv, [3] * world, "push", None) is False  # more than recv holds
+    assert _C.fast_alltoall([src[:2]] * world, recv, [2] * world, "pull", None) is False  # pull needs symmetric sends
+    symm.barrier()
+    assert np.array_equal(F.values(t), before), "a declined call wrote"
+    symm.finalize()
+
+
 def scenario_killed_rank(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -604,6 +680,11 @@ def test_use_after_free_and_bad_frees(fw):
 
 def test_views_outliving_free_or_finalize_never_reach_later_memory(fw):
     assert_job_ok(HERE, "scenario_stale_views", 3, framework=fw)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_fast_path_takes_the_common_case_and_declines_the_rest(world, fw):
+    assert_job_ok(HERE, "scenario_fast_path_takes_the_common_case_and_declines_the_rest", world, framework=fw)
 
 
 def test_killed_rank_is_reported(fw):

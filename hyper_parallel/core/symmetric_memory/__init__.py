@@ -74,6 +74,14 @@ _handler = get_platform().get_symmetric_memory_handler()
 # reads or writes tensor memory by address; None where ops are complete when they return.
 _sync = getattr(_handler, "sync", None)
 
+# The common case of each one-sided call is checked and done in C++ in one crossing
+# (ccsrc/python/fast_path.cc); it declines (False / None) on anything unusual or invalid, and
+# the Python checks below then run as before and raise the documented error.
+_C.fast_register(*_handler.fast_protocol())
+_fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
+_fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
+_fast_allgather, _fast_alltoall = _C.fast_allgather, _C.fast_alltoall
+
 # The algorithms import nothing from this module; imported once here, not per call (an import
 # statement costs ~0.5 us even when the module is loaded).
 from hyper_parallel.core.symmetric_memory.algorithms import _comm, collectives, fused  # noqa: E402
@@ -464,6 +472,8 @@ def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, bloc
     """
     if _sync is not None:
         _sync()
+    if _fast_put(target, target_offset, src, src_offset, size, target_rank, block_dim):
+        return
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
@@ -474,6 +484,8 @@ def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, bloc
     """
     if _sync is not None:
         _sync()
+    if _fast_get(target, target_offset, src, src_offset, size, target_rank, block_dim):
+        return
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, False)
     _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
@@ -484,6 +496,8 @@ def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank)
     """
     if _sync is not None:
         _sync()
+    if _fast_signal(signal, signal_offset, signal_value, signal_op, target_rank):
+        return
     addr, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
     op = _signal_op(signal_op)
@@ -500,6 +514,9 @@ def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, c
     """
     if _sync is not None:
         _sync()
+    seen = _fast_wait(depend_tensor, signal, signal_offset, compare_value, compare_op)
+    if seen is not None:
+        return seen
     if depend_tensor is not None and not _handler.is_tensor(depend_tensor):
         raise _type_error(f"depend_tensor must be a {_handler.name} tensor or None")
     addr, width, off = _signal(signal, signal_offset)
@@ -516,6 +533,9 @@ def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, 
     """
     if _sync is not None:
         _sync()
+    if _fast_put_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value, signal_op,
+                        target_rank, block_dim):
+        return
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     sig, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
@@ -553,6 +573,8 @@ def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None)
     """
     if _sync is not None:
         _sync()
+    if _fast_allgather(output_tensor, input_tensor, mode, block_dim):
+        return output_tensor
     o_addr, o_numel, itemsize, o_dtype = _symmetric(output_tensor, "output_tensor")
     i_addr, i_numel, _, i_dtype = _tensor(input_tensor, "input_tensor")
     if o_dtype != i_dtype:
@@ -575,6 +597,8 @@ def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push
     """
     if _sync is not None:
         _sync()
+    if _fast_alltoall(send_tensor_list, receive_tensor, receive_list, mode, block_dim):
+        return receive_tensor
     r_addr, r_numel, itemsize, r_dtype = _symmetric(receive_tensor, "receive_tensor")
     _require_init("shmem_alltoall()")
     w = _state.world

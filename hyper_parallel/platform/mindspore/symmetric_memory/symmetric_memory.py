@@ -155,6 +155,10 @@ class MindSporeSymmetricMemoryHandler:
         return (t.data_ptr(), t.size, t.itemsize, t.dtype, t.is_contiguous(),
                 "cpu" if dev == "CPU" else str(dev).split(":")[0].lower())
 
+    def fast_protocol(self):
+        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64)."""
+        return "mindspore", ms.Tensor, dict(_ITEMSIZE), ms.int32, ms.int64
+
     def is_dtype(self, x) -> bool:
         return _known_dtype(x)
 

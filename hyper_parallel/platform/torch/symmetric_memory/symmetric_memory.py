@@ -98,6 +98,11 @@ class TorchSymmetricMemoryHandler:
         return (t.untyped_storage().data_ptr() + t.storage_offset() * item, 0, item, t.dtype, t.is_contiguous(),
                 "cpu" if t.is_cpu else t.device.type)
 
+    def fast_protocol(self):
+        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64)."""
+        dtypes = {d for d in vars(torch).values() if isinstance(d, torch.dtype)}
+        return "torch", torch.Tensor, {d: d.itemsize for d in dtypes if d.itemsize}, torch.int32, torch.int64
+
     def is_dtype(self, x) -> bool:
         return isinstance(x, torch.dtype)
 

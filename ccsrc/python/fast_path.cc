@@ -1,0 +1,393 @@
+// The one-sided calls of the Python API in one crossing: the checks of
+// hyper_parallel/core/symmetric_memory for the common case (exact ints, dense
+// CPU tensors of the framework in use, symmetric tensors inside a live
+// allocation), then the runtime call.
+//
+// Each function returns True when it did the call, False when it declined:
+// for anything it does not recognise (an int-like object, a string op it does
+// not know, an empty tensor) and for anything invalid. The Python path then
+// checks again and raises the documented error, so every message has one home
+// and the fast path never accepts what the Python path would refuse. Runtime
+// failures of the call itself (peer dead, timeout) raise here as there.
+//
+// Tensors are read through the framework's own Python methods (data_ptr,
+// numel, dtype, ...) from C: nothing is linked against a framework. The
+// adapter says which tensor type and which dtype objects to expect.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fast_path.h"
+#include "hpshmem/hpshmem.h"
+#include "ops/ops.h"
+
+namespace nb = nanobind;
+using hpshmem::Status;
+
+namespace hpshmem_python {
+namespace {
+
+enum class Kind { kNone, kTorch, kMindSpore };
+
+struct Framework {
+  Kind kind = Kind::kNone;
+  PyObject* tensor_type = nullptr;                // strong reference, kept for the process
+  std::vector<std::pair<PyObject*, int>> dtypes;  // dtype object -> itemsize (strong references)
+  PyObject* int32 = nullptr;
+  PyObject* int64 = nullptr;
+};
+Framework g_fw;
+
+// Interned attribute names, made once.
+PyObject *s_data_ptr, *s_numel, *s_dtype, *s_is_contiguous, *s_is_cpu, *s_size, *s_device;
+
+struct Tensor {
+  uintptr_t addr = 0;
+  int64_t numel = 0;
+  int itemsize = 0;
+  PyObject* dtype = nullptr;  // borrowed: the framework's dtype singletons outlive every call
+};
+
+// Holds a new reference; Release() on scope exit.
+struct Ref {
+  PyObject* p;
+  explicit Ref(PyObject* o) : p(o) {}
+  ~Ref() { Py_XDECREF(p); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+};
+
+bool Declined() {
+  PyErr_Clear();
+  return false;
+}
+
+// A dense, contiguous, non-empty CPU tensor of the registered framework.
+bool Describe(PyObject* t, Tensor* out) {
+  if (!g_fw.tensor_type || !PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))) return false;
+  Ref dtype(PyObject_GetAttr(t, s_dtype));
+  if (!dtype.p) return Declined();
+  out->itemsize = 0;
+  for (auto& [d, size] : g_fw.dtypes)
+    if (d == dtype.p) out->itemsize = size;
+  if (!out->itemsize) return false;
+  out->dtype = dtype.p;
+  Ref numel(g_fw.kind == Kind::kTorch ? PyObject_CallMethodNoArgs(t, s_numel) : PyObject_GetAttr(t, s_size));
+  if (!numel.p || !PyLong_CheckExact(numel.p)) return Declined();
+  out->numel = PyLong_AsLongLong(numel.p);
+  if (out->numel <= 0) return Declined();  // empty tensors: the Python path finds their place in the storage
+  if (g_fw.kind == Kind::kTorch) {
+    Ref cpu(PyObject_GetAttr(t, s_is_cpu));  // false for meta tensors too
+    if (cpu.p != Py_True) return Declined();
+  } else {
+    Ref dev(PyObject_GetAttr(t, s_device));
+    if (!dev.p || !PyUnicode_Check(dev.p) || PyUnicode_CompareWithASCIIString(dev.p, "CPU") != 0) return Declined();
+  }
+  Ref contiguous(PyObject_CallMethodNoArgs(t, s_is_contiguous));  // raises for sparse layouts: declined
+  if (contiguous.p != Py_True) return Declined();
+  Ref ptr(PyObject_CallMethodNoArgs(t, s_data_ptr));
+  if (!ptr.p || !PyLong_Check(ptr.p)) return Declined();
+  out->addr = PyLong_AsUnsignedLongLong(ptr.p);
+  if (PyErr_Occurred() || !out->addr) return Declined();
+  return true;
+}
+
+bool Symmetric(const Tensor& t) {
+  return hpshmem::InLiveAllocation(reinterpret_cast<void*>(t.addr),
+                                   static_cast<size_t>(t.numel) * static_cast<size_t>(t.itemsize)) ==
+         hpshmem::Liveness::kYes;
+}
+
+// An exact Python int (not bool, not an int-like object) that fits int64.
+bool Int(PyObject* o, int64_t* v) {
+  if (!PyLong_CheckExact(o)) return false;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (x == -1 && PyErr_Occurred())) return Declined();
+  *v = x;
+  return true;
+}
+
+bool Index(PyObject* o, int64_t* v) { return Int(o, v) && *v >= 0; }
+
+// offset + size <= numel, without overflow.
+bool Fits(int64_t numel, int64_t offset, int64_t size) { return size <= numel && offset <= numel - size; }
+
+bool Rank(PyObject* o, int* pe) {
+  int64_t v;
+  if (!Int(o, &v) || v < 0 || v >= hpshmem::NPes()) return false;
+  *pe = static_cast<int>(v);
+  return true;
+}
+
+bool BlockDim(PyObject* o, int* bd) {
+  if (o == Py_None) {
+    *bd = 0;
+    return true;
+  }
+  int64_t v;
+  if (!Int(o, &v) || v < 1 || v > 64) return false;
+  *bd = static_cast<int>(v);
+  return true;
+}
+
+bool SignalWord(PyObject* sig, PyObject* offset, uintptr_t* addr, hpshmem::SignalType* type, int64_t* off) {
+  Tensor s;
+  if (!Describe(sig, &s) || (s.dtype != g_fw.int32 && s.dtype != g_fw.int64) || !Symmetric(s)) return false;
+  if (!Index(offset, off) || *off >= s.numel) return false;
+  *type = s.dtype == g_fw.int32 ? hpshmem::SignalType::kInt32 : hpshmem::SignalType::kInt64;
+  *addr = s.addr + static_cast<uintptr_t>(*off) * static_cast<uintptr_t>(s.itemsize);
+  return true;
+}
+
+bool SignalValue(PyObject* o, hpshmem::SignalType type, int64_t* v) {
+  if (!Int(o, v)) return false;
+  return type == hpshmem::SignalType::kInt64 || (*v >= INT32_MIN && *v <= INT32_MAX);
+}
+
+// 0/1 or the names the Python path accepts most often; anything else is its to judge.
+bool SignalOpArg(PyObject* o, hpshmem::SignalOp* op) {
+  int64_t v = -1;
+  if (PyUnicode_Check(o)) {
+    if (!PyUnicode_CompareWithASCIIString(o, "set") || !PyUnicode_CompareWithASCIIString(o, "SET")) v = 0;
+    else if (!PyUnicode_CompareWithASCIIString(o, "add") || !PyUnicode_CompareWithASCIIString(o, "ADD")) v = 1;
+  } else if (!Int(o, &v)) {
+    return false;
+  }
+  if (v != 0 && v != 1) return false;
+  *op = static_cast<hpshmem::SignalOp>(v);
+  return true;
+}
+
+bool CompareOpArg(PyObject* o, hpshmem::Cmp* cmp) {
+  static const char* kNames[] = {"eq", "gt", "lt", "ne", "ge", "le"};
+  int64_t v = -1;
+  if (PyUnicode_Check(o)) {
+    for (int i = 0; i < 6; ++i)
+      if (!PyUnicode_CompareWithASCIIString(o, kNames[i])) v = i;
+  } else if (!Int(o, &v)) {
+    return false;
+  }
+  if (v < 0 || v > 5) return false;
+  *cmp = static_cast<hpshmem::Cmp>(v);
+  return true;
+}
+
+// Small copies to a rank that shares memory are a memcpy: cheaper with the GIL
+// held than the release and re-acquire. Anything that may block releases it.
+constexpr size_t kGilHeldBytes = 64 * 1024;
+
+template <class F>
+void Run(bool keep_gil, F&& f) {
+  Status s;
+  if (keep_gil) {
+    s = f();
+  } else {
+    nb::gil_scoped_release release;
+    s = f();
+  }
+  if (!s.ok()) RaiseStatus(s);
+}
+
+struct CopyArgs {
+  uintptr_t dst, src;
+  size_t bytes;
+  int pe, block_dim;
+};
+
+// put (target symmetric) or get (source symmetric): the checks of core's _copy_args, _rank, _block_dim.
+bool CopyCheck(bool put, PyObject* target, PyObject* toff, PyObject* src, PyObject* soff, PyObject* size,
+               PyObject* rank, PyObject* block_dim, CopyArgs* a) {
+  Tensor t, s;
+  int64_t to, so, n;
+  if (!Describe(target, &t) || !Describe(src, &s) || t.dtype != s.dtype) return false;
+  if (!Index(toff, &to) || !Index(soff, &so) || !Index(size, &n)) return false;
+  if (!Fits(t.numel, to, n) || !Fits(s.numel, so, n)) return false;
+  if (!Rank(rank, &a->pe) || !BlockDim(block_dim, &a->block_dim)) return false;
+  if (!Symmetric(put ? t : s)) return false;
+  a->dst = t.addr + static_cast<uintptr_t>(to) * t.itemsize;
+  a->src = s.addr + static_cast<uintptr_t>(so) * s.itemsize;
+  a->bytes = static_cast<size_t>(n) * t.itemsize;
+  return true;
+}
+
+// "push" or "pull" (the only modes); *pull receives which.
+bool Mode(PyObject* o, bool* pull) {
+  if (!PyUnicode_Check(o)) return false;
+  if (!PyUnicode_CompareWithASCIIString(o, "push")) *pull = false;
+  else if (!PyUnicode_CompareWithASCIIString(o, "pull")) *pull = true;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+void RegisterFastPath(nb::module_& m) {
+  s_data_ptr = PyUnicode_InternFromString("data_ptr");
+  s_numel = PyUnicode_InternFromString("numel");
+  s_dtype = PyUnicode_InternFromString("dtype");
+  s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+  s_is_cpu = PyUnicode_InternFromString("is_cpu");
+  s_size = PyUnicode_InternFromString("size");
+  s_device = PyUnicode_InternFromString("device");
+
+  m.def("fast_register", [](const std::string& kind, nb::handle tensor_type, nb::dict dtypes, nb::handle int32,
+                            nb::handle int64) {
+    Framework f;
+    if (kind == "torch") f.kind = Kind::kTorch;
+    else if (kind == "mindspore") f.kind = Kind::kMindSpore;
+    else throw nb::value_error("fast_register: kind must be 'torch' or 'mindspore'");
+    f.tensor_type = tensor_type.inc_ref().ptr();
+    for (auto [d, size] : dtypes) f.dtypes.emplace_back(d.inc_ref().ptr(), nb::cast<int>(size));
+    f.int32 = int32.inc_ref().ptr();
+    f.int64 = int64.inc_ref().ptr();
+    g_fw = std::move(f);  // registered once per process; the old references are kept (a few objects)
+  }, nb::arg("kind"), nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int32"), nb::arg("int64"),
+     "Which tensors the fast path reads: the framework's tensor type and {dtype object: itemsize in bytes}.");
+
+  m.def("fast_put", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
+                       nb::handle rank, nb::handle block_dim) {
+    CopyArgs a;
+    if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(), &a))
+      return false;
+    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
+      return hpshmem::ops::PutMem(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
+                                  a.pe, a.block_dim);
+    });
+    return true;
+  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
+     "shmem_put's arguments; True when done, False when the Python path must check them (sizes in elements).");
+
+  m.def("fast_get", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
+                       nb::handle rank, nb::handle block_dim) {
+    CopyArgs a;
+    if (!CopyCheck(false, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
+                   &a))
+      return false;
+    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
+      return hpshmem::ops::GetMem(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
+                                  a.pe, a.block_dim);
+    });
+    return true;
+  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
+     "shmem_get's arguments; True when done, False when the Python path must check them.");
+
+  m.def("fast_put_signal", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
+                              nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank,
+                              nb::handle block_dim) {
+    CopyArgs a;
+    uintptr_t sig_addr;
+    hpshmem::SignalType type;
+    int64_t off, v;
+    hpshmem::SignalOp sop;
+    if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
+                   &a) ||
+        !SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+        !SignalOpArg(op.ptr(), &sop))
+      return false;
+    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
+      return hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
+                                        reinterpret_cast<void*>(sig_addr), type, v, sop, a.pe, a.block_dim);
+    });
+    return true;
+  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
+     "shmem_put_with_signal's arguments; True when done, False when the Python path must check them.");
+
+  m.def("fast_signal", [](nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank) {
+    uintptr_t sig_addr;
+    hpshmem::SignalType type;
+    int64_t off, v;
+    hpshmem::SignalOp sop;
+    int pe;
+    if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+        !SignalOpArg(op.ptr(), &sop) || !Rank(rank.ptr(), &pe))
+      return false;
+    Run(hpshmem::DirectlyReachable(pe), [&] {
+      return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(sig_addr), type, v, sop, pe);
+    });
+    return true;
+  }, nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(),
+     "shmem_signal_op's arguments; True when done, False when the Python path must check them.");
+
+  m.def("fast_allgather", [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
+    Tensor o, i;
+    bool pull;
+    int bd;
+    const int w = hpshmem::NPes();
+    if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) || o.dtype != i.dtype || !Symmetric(o) ||
+        !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd) || w <= 0 || o.numel / w != i.numel ||
+        o.numel % w != 0)
+      return false;
+    Run(false, [&] {
+      return hpshmem::ops::Allgather(reinterpret_cast<void*>(o.addr), reinterpret_cast<const void*>(i.addr),
+                                     static_cast<size_t>(i.numel) * i.itemsize, pull, bd);
+    });
+    return true;
+  }, nb::arg("output_tensor").none(), nb::arg("input_tensor").none(), nb::arg("mode").none(),
+     nb::arg("block_dim").none() = nb::none(),
+     "shmem_allgather's arguments; True when done, False when the Python path must check them.");
+
+  m.def("fast_alltoall", [](nb::handle sends, nb::handle receive, nb::handle counts, nb::handle mode,
+                            nb::handle block_dim) {
+    Tensor r;
+    bool pull;
+    int bd;
+    const int w = hpshmem::NPes();
+    if (w <= 0 || w > 64 || !PyList_CheckExact(sends.ptr()) || PyList_GET_SIZE(sends.ptr()) != w ||
+        !PyList_CheckExact(counts.ptr()) || PyList_GET_SIZE(counts.ptr()) != w || !Describe(receive.ptr(), &r) ||
+        !Symmetric(r) || !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd))
+      return false;
+    const void* ptrs[64];
+    int64_t send_elems[64], recv_elems[64], total = 0;
+    for (int p = 0; p < w; ++p) {
+      Tensor s;
+      if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s) || s.dtype != r.dtype || (pull && !Symmetric(s)))
+        return false;
+      if (!Index(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p])) return false;
+      ptrs[p] = reinterpret_cast<const void*>(s.addr);
+      send_elems[p] = s.numel;
+      total += recv_elems[p];
+      if (total > r.numel) return false;
+    }
+    Run(false, [&] {
+      return hpshmem::ops::Alltoall(ptrs, send_elems, reinterpret_cast<void*>(r.addr), recv_elems,
+                                    static_cast<size_t>(r.itemsize), pull, bd);
+    });
+    return true;
+  }, nb::arg("send_tensor_list").none(), nb::arg("receive_tensor").none(), nb::arg("receive_list").none(),
+     nb::arg("mode").none(), nb::arg("block_dim").none() = nb::none(),
+     "shmem_alltoall's arguments (lists only); True when done, False when the Python path must check them.");
+
+  m.def("fast_wait", [](nb::handle depend, nb::handle sig, nb::handle sig_off, nb::handle value,
+                        nb::handle cmp) -> nb::object {
+    if (!g_fw.tensor_type ||
+        (!depend.is_none() && !PyObject_TypeCheck(depend.ptr(), reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))))
+      return nb::none();
+    uintptr_t sig_addr;
+    hpshmem::SignalType type;
+    int64_t off, v, seen = 0;
+    hpshmem::Cmp c;
+    if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+        !CompareOpArg(cmp.ptr(), &c))
+      return nb::none();
+    char label[32];
+    std::snprintf(label, sizeof label, "signal[%lld]", static_cast<long long>(off));
+    // A condition that already holds needs no wait: test it once with the GIL held.
+    int64_t now = 0;
+    if (hpshmem::SignalFetch(reinterpret_cast<void*>(sig_addr), type, &now).ok() &&
+        hpshmem::CmpHolds(now, c, v)) {
+      return nb::int_(now);
+    }
+    Run(false, [&] {
+      return hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(sig_addr), type, c, v, &seen, label);
+    });
+    return nb::int_(seen);
+  }, nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("compare_value").none(), nb::arg("compare_op").none(),
+     "shmem_wait_for_signal's arguments; the value observed, or None when the Python path must check them.");
+}
+
+}  // namespace hpshmem_python
