@@ -1,11 +1,14 @@
-"""Python call overhead of the primitives, beside torch.distributed gloo, in one run.
+"""Python call overhead of the primitives and small collectives, beside torch.distributed gloo and
+Open MPI through mpi4py (Python too), in one run.
 
     python benchmarks/bench_python.py [--out bench-results/python_primitives.json] [--quick]
 
 Two ranks (real processes) on this host. Measures, per call or one-way:
-  * 8-byte shmem_put, shmem_signal_op
+  * 8-byte shmem_put, shmem_get, shmem_signal_op
   * 8-byte shmem_put_with_signal one-way latency (ping-pong / 2)
-  * 8-byte gloo send/recv one-way latency (ping-pong / 2)  <- the baseline
+  * 8-byte shmem_allgather and shmem_alltoall (8 bytes per rank), back to back
+  * baselines: gloo send/recv one-way; mpi4py Send/Recv one-way, Allgather and Alltoall of the
+    same sizes on NumPy buffers (started with mpirun after the torch ranks finish)
 and prints the C++ runtime's own figures from bench-results/primitives.json when present.
 Not a test: nothing here asserts a time.
 """
@@ -14,9 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -49,8 +55,22 @@ def _worker(rank, world, port, out, quick):
     peer = 1 - rank
     if rank == 0:
         rows.append(("shmem_put (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))
+        local = torch.zeros(1, dtype=torch.int64)
+        rows.append(("shmem_get (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_get(local, 0, buf, 0, 1, 1), budget)))
         rows.append(("shmem_signal_op", "hyper_parallel",
                      _timed(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), budget)))
+    symm.barrier()
+    # Small collectives back to back: both ranks run the same loop; rank 0's figure is reported.
+    gathered = symm.empty(world, dtype=torch.int64)
+    received = symm.empty(world, dtype=torch.int64)
+    sends = [torch.ones(1, dtype=torch.int64) for _ in range(world)]
+    counts = [1] * world
+    for name, fn in (("allgather (8 B per rank)", lambda: symm.shmem_allgather(gathered, src)),
+                     ("alltoall (8 B per rank)", lambda: symm.shmem_alltoall(sends, received, counts))):
+        symm.barrier()
+        sec = _timed(fn, budget, inner=100)
+        if rank == 0:
+            rows.append((name, "hyper_parallel", sec))
     symm.barrier()
 
     # Ping-pongs, timed in batches; the median batch is reported (a 2-core host
@@ -128,11 +148,68 @@ def _worker(rank, world, port, out, quick):
     dist.destroy_process_group()
 
 
+def _mpi_worker(out, quick):
+    """Run under mpirun: mpi4py's figures for the same calls, on NumPy buffers (its fastest path)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    budget = 0.2 if quick else 1.0
+    buf = np.zeros(1, dtype=np.int64)
+    batches, per_batch = (20 if quick else 100), 100
+    times = []
+    for b in range(batches):
+        if b == 0:
+            comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            if rank == 0:
+                comm.Send(buf, 1)
+                comm.Recv(buf, 1)
+            else:
+                comm.Recv(buf, 0)
+                comm.Send(buf, 0)
+        times.append((time.perf_counter() - t0) / per_batch / 2)
+    rows = [("send/recv one-way (8 B)", "Open MPI (mpi4py)", statistics.median(times))]
+    gathered = np.zeros(world, dtype=np.int64)
+    sendbuf = np.ones(world, dtype=np.int64)
+    for name, fn in (("allgather (8 B per rank)", lambda: comm.Allgather(buf, gathered)),
+                     ("alltoall (8 B per rank)", lambda: comm.Alltoall(sendbuf, gathered))):
+        comm.Barrier()
+        sec = _timed(fn, budget, inner=100)
+        rows.append((name, "Open MPI (mpi4py)", sec))
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(rows, f)
+
+
+def _mpi_rows(quick):
+    """mpi4py's rows, or [] (with the reason printed) when Open MPI or mpi4py is missing."""
+    if not shutil.which("mpirun"):
+        print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
+        return []
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "mpi.json")
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--bind-to", "none",
+               sys.executable, os.path.abspath(__file__), "--mpi-worker", path]
+        if quick:
+            cmd.append("--quick")
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0 or not os.path.exists(path):
+            print("Open MPI rows skipped: mpirun failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+            return []
+        return [tuple(x) for x in json.load(open(path))]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-results/python_primitives.json")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--mpi-worker", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.mpi_worker:
+        return _mpi_worker(args.mpi_worker, args.quick)
     import torch.multiprocessing as mp
 
     with socket.socket() as s:
@@ -140,6 +217,27 @@ def main():
         port = s.getsockname()[1]
     os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "64m")
     mp.spawn(_worker, args=(2, port, args.out, args.quick), nprocs=2, join=True)
+    mpi = _mpi_rows(args.quick)
+    if not mpi:
+        return 0
+    with open(args.out) as f:
+        result = json.load(f)
+    print(f"{'op':34s} {'impl':18s} {'us':>10s}")
+    for op, impl, sec in mpi:
+        print(f"{op:34s} {impl:18s} {sec * 1e6:10.2f}")
+        result["records"].append({"op": op, "impl": impl, "ranks": 2, "bytes": 8, "median_us": round(sec * 1e6, 3)})
+    ours = {r["op"]: r["median_us"] for r in result["records"] if r["impl"] == "hyper_parallel"}
+    ratios = {}
+    for op, impl, sec in mpi:
+        mine = ours.get("put_with_signal one-way (8 B)" if op.startswith("send/recv") else op)
+        if mine:
+            ratios[op] = round(mine / (sec * 1e6), 2)
+            print(f"{op}: hyper_parallel / mpi4py = {ratios[op]:.2f}")
+    result["hyper_parallel_over_mpi4py"] = ratios
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
