@@ -206,23 +206,39 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-results/python_primitives.json")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--mpi-worker", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mpi_worker:
         return _mpi_worker(args.mpi_worker, args.quick)
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The torch ranks and the mpirun job alternate `--repeat` times; each figure is its best run
+    # (this VM's timings drift between runs; alternating exposes both sides to the same drift).
     os.environ.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "64m")
-    mp.spawn(_worker, args=(2, port, args.out, args.quick), nprocs=2, join=True)
-    mpi = _mpi_rows(args.quick)
+    best, mpi_best = {}, {}
+    for _ in range(args.repeat):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.spawn(_worker, args=(2, port, args.out, args.quick), nprocs=2, join=True)
+        with open(args.out) as f:
+            result = json.load(f)
+        for r in result["records"]:
+            key = (r["op"], r["impl"])
+            best[key] = min(best.get(key, r), r, key=lambda x: x["median_us"])
+        for op, impl, sec in _mpi_rows(args.quick):
+            mpi_best[(op, impl)] = min(mpi_best.get((op, impl), sec), sec)
+    result["records"] = list(best.values())
+    result["repeat"] = args.repeat
+    mpi = [(op, impl, sec) for (op, impl), sec in mpi_best.items()]
     if not mpi:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
         return 0
-    with open(args.out) as f:
-        result = json.load(f)
-    print(f"{'op':34s} {'impl':18s} {'us':>10s}")
+    print(f"best of {args.repeat} alternating runs:")
+    for r in result["records"]:
+        print(f"{r['op']:34s} {r['impl']:18s} {r['median_us']:10.2f}")
     for op, impl, sec in mpi:
         print(f"{op:34s} {impl:18s} {sec * 1e6:10.2f}")
         result["records"].append({"op": op, "impl": impl, "ranks": 2, "bytes": 8, "median_us": round(sec * 1e6, 3)})

@@ -1,6 +1,7 @@
 // The one binding module: integers (addresses, byte counts, ranks) in,
-// Python ints/bytes/str out. No framework types cross this line; the
-// framework adapters turn tensors into addresses before calling.
+// Python ints/bytes/str out. Framework tensors cross only into the fast path
+// (fast_path.cc), which reads them through their own Python methods; every
+// other function takes the addresses the adapters computed.
 //
 // Every call that copies, waits or takes part in a collective releases the
 // GIL, so a Python thread blocked in a wait never stalls another thread that
