@@ -10,9 +10,11 @@
 // and the fast path never accepts what the Python path would refuse. Runtime
 // failures of the call itself (peer dead, timeout) raise here as there.
 //
-// Tensors are read through the framework's own Python methods (data_ptr,
-// numel, dtype, ...) from C: nothing is linked against a framework. The
-// adapter says which tensor type and which dtype objects to expect.
+// Tensors are read by the framework's tensor reader when it has one (torch:
+// a small module built against torch, tensor_view.h), else through the
+// framework's own Python methods (data_ptr, numel, dtype, ...) from C. This
+// module is linked against no framework; the adapter says which tensor type,
+// dtypes and reader to use.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -24,6 +26,7 @@
 #include "fast_path.h"
 #include "hpshmem/hpshmem.h"
 #include "ops/ops.h"
+#include "tensor_view.h"
 
 namespace nb = nanobind;
 using hpshmem::Status;
@@ -37,8 +40,9 @@ struct Framework {
   Kind kind = Kind::kNone;
   PyObject* tensor_type = nullptr;                // strong reference, kept for the process
   std::vector<std::pair<PyObject*, int>> dtypes;  // dtype object -> itemsize (strong references)
-  PyObject* int32 = nullptr;
-  PyObject* int64 = nullptr;
+  HpDescribeTensor reader = nullptr;              // the framework's tensor reader, if any
+  // Dtype identities as Describe reports them: the reader's codes, or the dtype objects' addresses.
+  intptr_t int32 = 0, int64 = 0;
 };
 Framework g_fw;
 
@@ -49,7 +53,7 @@ struct Tensor {
   uintptr_t addr = 0;
   int64_t numel = 0;
   int itemsize = 0;
-  PyObject* dtype = nullptr;  // borrowed: the framework's dtype singletons outlive every call
+  intptr_t dtype = 0;  // equal for equal dtypes (see Framework::int32)
 };
 
 // Holds a new reference; Release() on scope exit.
@@ -68,6 +72,15 @@ bool Declined() {
 
 // A dense, contiguous, non-empty CPU tensor of the registered framework.
 bool Describe(PyObject* t, Tensor* out) {
+  if (g_fw.reader) {
+    HpTensorView v;
+    if (!g_fw.reader(t, &v)) return false;
+    out->addr = v.addr;
+    out->numel = v.numel;
+    out->itemsize = v.itemsize;
+    out->dtype = v.dtype;
+    return true;
+  }
   if (!g_fw.tensor_type || !PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))) return false;
   Ref dtype(PyObject_GetAttr(t, s_dtype));
   if (!dtype.p) return Declined();
@@ -75,7 +88,7 @@ bool Describe(PyObject* t, Tensor* out) {
   for (auto& [d, size] : g_fw.dtypes)
     if (d == dtype.p) out->itemsize = size;
   if (!out->itemsize) return false;
-  out->dtype = dtype.p;
+  out->dtype = reinterpret_cast<intptr_t>(dtype.p);  // the framework's dtype singletons outlive every call
   Ref numel(g_fw.kind == Kind::kTorch ? PyObject_CallMethodNoArgs(t, s_numel) : PyObject_GetAttr(t, s_size));
   if (!numel.p || !PyLong_CheckExact(numel.p)) return Declined();
   out->numel = PyLong_AsLongLong(numel.p);
@@ -236,18 +249,28 @@ void RegisterFastPath(nb::module_& m) {
   s_device = PyUnicode_InternFromString("device");
 
   m.def("fast_register", [](const std::string& kind, nb::handle tensor_type, nb::dict dtypes, nb::handle int32,
-                            nb::handle int64) {
+                            nb::handle int64, nb::handle reader) {
     Framework f;
     if (kind == "torch") f.kind = Kind::kTorch;
     else if (kind == "mindspore") f.kind = Kind::kMindSpore;
     else throw nb::value_error("fast_register: kind must be 'torch' or 'mindspore'");
     f.tensor_type = tensor_type.inc_ref().ptr();
     for (auto [d, size] : dtypes) f.dtypes.emplace_back(d.inc_ref().ptr(), nb::cast<int>(size));
-    f.int32 = int32.inc_ref().ptr();
-    f.int64 = int64.inc_ref().ptr();
+    if (reader.is_none()) {
+      f.int32 = reinterpret_cast<intptr_t>(int32.inc_ref().ptr());
+      f.int64 = reinterpret_cast<intptr_t>(int64.inc_ref().ptr());
+    } else {
+      void* fn = PyCapsule_GetPointer(reader.ptr(), HP_TENSOR_READER_CAPSULE);
+      if (!fn) throw nb::python_error();
+      f.reader = reinterpret_cast<HpDescribeTensor>(fn);
+      f.int32 = nb::cast<intptr_t>(int32);  // the reader's codes
+      f.int64 = nb::cast<intptr_t>(int64);
+    }
     g_fw = std::move(f);  // registered once per process; the old references are kept (a few objects)
   }, nb::arg("kind"), nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int32"), nb::arg("int64"),
-     "Which tensors the fast path reads: the framework's tensor type and {dtype object: itemsize in bytes}.");
+     nb::arg("reader").none() = nb::none(),
+     "Which tensors the fast path reads: the framework's tensor type, {dtype object: itemsize in bytes}, and "
+     "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes.");
 
   m.def("fast_put", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
                        nb::handle rank, nb::handle block_dim) {

@@ -405,6 +405,16 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
                   (symm.empty(4, dtype=f32), 0, 1, 0)]:
         assert _C.fast_signal(*sargs, peer) is False, sargs
         assert _C.fast_put_signal(t, 0, src, 0, 1, *sargs, peer, None) is False, sargs
+    if F.name == "torch":  # torch tensors are read from C++ (the reader is part of the build), same rules
+        import torch
+
+        import hyper_parallel._torch_tensor_reader  # noqa: F401
+        cl = torch.ones(1, 2, 2, 2, dtype=torch.int64).to(memory_format=torch.channels_last)
+        for odd in (cl, torch.ones(4, dtype=torch.int64, device="meta"), torch.ones(4, dtype=torch.int64).to_sparse()):
+            assert _C.fast_put(t, 0, odd, 0, 1, peer) is False, odd.layout
+        param = torch.nn.Parameter(torch.full((3,), 9, dtype=torch.int64), requires_grad=False)
+        assert _C.fast_put(t, 13, param, 0, 3, rank) is True
+        before[13:16] = 9
     sig32 = symm.empty(2, dtype=F.dtype("int32"))
     assert _C.fast_signal(sig32, 0, 2 ** 31, 0, peer) is False  # does not fit an int32 signal
     for wargs in [(1, sig, 0, 0, 0), (None, sig, 0, 0, 6), (None, sig, 0, 0, "approx"), (None, sig, 9, 0, 0)]:

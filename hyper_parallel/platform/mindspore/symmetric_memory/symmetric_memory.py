@@ -156,8 +156,9 @@ class MindSporeSymmetricMemoryHandler:
                 "cpu" if dev == "CPU" else str(dev).split(":")[0].lower())
 
     def fast_protocol(self):
-        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64)."""
-        return "mindspore", ms.Tensor, dict(_ITEMSIZE), ms.int32, ms.int64
+        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64, reader):
+        MindSpore tensors are read through their Python properties (no reader)."""
+        return "mindspore", ms.Tensor, dict(_ITEMSIZE), ms.int32, ms.int64, None
 
     def is_dtype(self, x) -> bool:
         return _known_dtype(x)
