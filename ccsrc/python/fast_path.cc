@@ -41,13 +41,16 @@ struct Framework {
   PyObject* tensor_type = nullptr;                // strong reference, kept for the process
   std::vector<std::pair<PyObject*, int>> dtypes;  // dtype object -> itemsize (strong references)
   HpDescribeTensor reader = nullptr;              // the framework's tensor reader, if any
+  // Without a reader: the names read (the adapter may name faster equivalents of the public ones).
+  PyObject *dtype_attr = nullptr, *numel_attr = nullptr, *data_ptr_method = nullptr;
+  bool numel_is_method = false;
   // Dtype identities as Describe reports them: the reader's codes, or the dtype objects' addresses.
   intptr_t int32 = 0, int64 = 0;
 };
 Framework g_fw;
 
 // Interned attribute names, made once.
-PyObject *s_data_ptr, *s_numel, *s_dtype, *s_is_contiguous, *s_is_cpu, *s_size, *s_device;
+PyObject *s_is_contiguous, *s_is_cpu, *s_device;
 
 struct Tensor {
   uintptr_t addr = 0;
@@ -82,14 +85,14 @@ bool Describe(PyObject* t, Tensor* out) {
     return true;
   }
   if (!g_fw.tensor_type || !PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))) return false;
-  Ref dtype(PyObject_GetAttr(t, s_dtype));
+  Ref dtype(PyObject_GetAttr(t, g_fw.dtype_attr));
   if (!dtype.p) return Declined();
   out->itemsize = 0;
   for (auto& [d, size] : g_fw.dtypes)
     if (d == dtype.p) out->itemsize = size;
   if (!out->itemsize) return false;
   out->dtype = reinterpret_cast<intptr_t>(dtype.p);  // the framework's dtype singletons outlive every call
-  Ref numel(g_fw.kind == Kind::kTorch ? PyObject_CallMethodNoArgs(t, s_numel) : PyObject_GetAttr(t, s_size));
+  Ref numel(g_fw.numel_is_method ? PyObject_CallMethodNoArgs(t, g_fw.numel_attr) : PyObject_GetAttr(t, g_fw.numel_attr));
   if (!numel.p || !PyLong_CheckExact(numel.p)) return Declined();
   out->numel = PyLong_AsLongLong(numel.p);
   if (out->numel <= 0) return Declined();  // empty tensors: the Python path finds their place in the storage
@@ -102,7 +105,7 @@ bool Describe(PyObject* t, Tensor* out) {
   }
   Ref contiguous(PyObject_CallMethodNoArgs(t, s_is_contiguous));  // raises for sparse layouts: declined
   if (contiguous.p != Py_True) return Declined();
-  Ref ptr(PyObject_CallMethodNoArgs(t, s_data_ptr));
+  Ref ptr(PyObject_CallMethodNoArgs(t, g_fw.data_ptr_method));
   if (!ptr.p || !PyLong_Check(ptr.p)) return Declined();
   out->addr = PyLong_AsUnsignedLongLong(ptr.p);
   if (PyErr_Occurred() || !out->addr) return Declined();
@@ -240,20 +243,27 @@ bool Mode(PyObject* o, bool* pull) {
 }  // namespace
 
 void RegisterFastPath(nb::module_& m) {
-  s_data_ptr = PyUnicode_InternFromString("data_ptr");
-  s_numel = PyUnicode_InternFromString("numel");
-  s_dtype = PyUnicode_InternFromString("dtype");
   s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
   s_is_cpu = PyUnicode_InternFromString("is_cpu");
-  s_size = PyUnicode_InternFromString("size");
   s_device = PyUnicode_InternFromString("device");
 
   m.def("fast_register", [](const std::string& kind, nb::handle tensor_type, nb::dict dtypes, nb::handle int32,
-                            nb::handle int64, nb::handle reader) {
+                            nb::handle int64, nb::handle reader, nb::handle names) {
     Framework f;
     if (kind == "torch") f.kind = Kind::kTorch;
     else if (kind == "mindspore") f.kind = Kind::kMindSpore;
     else throw nb::value_error("fast_register: kind must be 'torch' or 'mindspore'");
+    const bool torch = f.kind == Kind::kTorch;
+    auto name = [&](const char* key, const char* def) {
+      PyObject* n = names.is_none() ? nullptr : PyDict_GetItemString(names.ptr(), key);
+      if (!n) return PyUnicode_InternFromString(def);
+      Py_INCREF(n);
+      return n;
+    };
+    f.dtype_attr = name("dtype", "dtype");
+    f.numel_attr = name("numel", torch ? "numel" : "size");
+    f.numel_is_method = torch;
+    f.data_ptr_method = name("data_ptr", "data_ptr");
     f.tensor_type = tensor_type.inc_ref().ptr();
     for (auto [d, size] : dtypes) f.dtypes.emplace_back(d.inc_ref().ptr(), nb::cast<int>(size));
     if (reader.is_none()) {
@@ -268,9 +278,10 @@ void RegisterFastPath(nb::module_& m) {
     }
     g_fw = std::move(f);  // registered once per process; the old references are kept (a few objects)
   }, nb::arg("kind"), nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int32"), nb::arg("int64"),
-     nb::arg("reader").none() = nb::none(),
+     nb::arg("reader").none() = nb::none(), nb::arg("names").none() = nb::none(),
      "Which tensors the fast path reads: the framework's tensor type, {dtype object: itemsize in bytes}, and "
-     "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes.");
+     "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes, or "
+     "else {'dtype', 'numel', 'data_ptr': attribute names} to read instead of the public ones.");
 
   m.def("fast_put", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
                        nb::handle rank, nb::handle block_dim) {

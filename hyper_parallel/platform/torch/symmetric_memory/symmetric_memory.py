@@ -99,7 +99,7 @@ class TorchSymmetricMemoryHandler:
                 "cpu" if t.is_cpu else t.device.type)
 
     def fast_protocol(self):
-        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64, reader).
+        """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64, reader, names).
 
         With the tensor reader built (it is when torch was importable at build time), tensors are
         read from their C++ objects and int32/int64 are given as the reader's dtype codes.
@@ -109,9 +109,9 @@ class TorchSymmetricMemoryHandler:
         try:
             from hyper_parallel import _torch_tensor_reader as reader
         except ImportError:  # built without torch: the Python methods are read instead
-            return "torch", torch.Tensor, itemsizes, torch.int32, torch.int64, None
+            return "torch", torch.Tensor, itemsizes, torch.int32, torch.int64, None, None
         return ("torch", torch.Tensor, itemsizes, reader.dtype_code(torch.int32), reader.dtype_code(torch.int64),
-                reader.capsule())
+                reader.capsule(), None)
 
     def is_dtype(self, x) -> bool:
         return isinstance(x, torch.dtype)
