@@ -92,7 +92,8 @@ bool Describe(PyObject* t, Tensor* out) {
     if (d == dtype.p) out->itemsize = size;
   if (!out->itemsize) return false;
   out->dtype = reinterpret_cast<intptr_t>(dtype.p);  // the framework's dtype singletons outlive every call
-  Ref numel(g_fw.numel_is_method ? PyObject_CallMethodNoArgs(t, g_fw.numel_attr) : PyObject_GetAttr(t, g_fw.numel_attr));
+  Ref numel(g_fw.numel_is_method ? PyObject_CallMethodNoArgs(t, g_fw.numel_attr)
+                                 : PyObject_GetAttr(t, g_fw.numel_attr));
   if (!numel.p || !PyLong_CheckExact(numel.p)) return Declined();
   out->numel = PyLong_AsLongLong(numel.p);
   if (out->numel <= 0) return Declined();  // empty tensors: the Python path finds their place in the storage
@@ -283,32 +284,31 @@ void RegisterFastPath(nb::module_& m) {
      "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes, or "
      "else {'dtype', 'numel', 'data_ptr': attribute names} to read instead of the public ones.");
 
-  m.def("fast_put", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
-                       nb::handle rank, nb::handle block_dim) {
-    CopyArgs a;
-    if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(), &a))
-      return false;
-    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
-      return hpshmem::ops::PutMem(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
-                                  a.pe, a.block_dim);
-    });
-    return true;
-  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
-     "shmem_put's arguments; True when done, False when the Python path must check them (sizes in elements).");
-
-  m.def("fast_get", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
-                       nb::handle rank, nb::handle block_dim) {
-    CopyArgs a;
-    if (!CopyCheck(false, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
-                   &a))
-      return false;
-    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
-      return hpshmem::ops::GetMem(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
-                                  a.pe, a.block_dim);
-    });
-    return true;
-  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
-     "shmem_get's arguments; True when done, False when the Python path must check them.");
+  // put and get differ only in which side is symmetric and in the runtime call.
+  auto copy = [](bool put) {
+    return [put](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
+                 nb::handle rank, nb::handle block_dim) {
+      CopyArgs a;
+      if (!CopyCheck(put, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
+                     &a))
+        return false;
+      Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
+        auto* dst = reinterpret_cast<void*>(a.dst);
+        auto* from = reinterpret_cast<const void*>(a.src);
+        return put ? hpshmem::ops::PutMem(dst, from, a.bytes, a.pe, a.block_dim)
+                   : hpshmem::ops::GetMem(dst, from, a.bytes, a.pe, a.block_dim);
+      });
+      return true;
+    };
+  };
+  m.def("fast_put", copy(true), nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(),
+        nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(),
+        nb::arg("block_dim").none() = nb::none(),
+        "shmem_put's arguments; True when done, False when the Python path must check them (sizes in elements).");
+  m.def("fast_get", copy(false), nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(),
+        nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("target_rank").none(),
+        nb::arg("block_dim").none() = nb::none(),
+        "shmem_get's arguments; True when done, False when the Python path must check them.");
 
   m.def("fast_put_signal", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
                               nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank,
@@ -328,7 +328,10 @@ void RegisterFastPath(nb::module_& m) {
                                         reinterpret_cast<void*>(sig_addr), type, v, sop, a.pe, a.block_dim);
     });
     return true;
-  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(), nb::arg("size").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
+  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(),
+     nb::arg("size").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),
+     nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(),
+     nb::arg("block_dim").none() = nb::none(),
      "shmem_put_with_signal's arguments; True when done, False when the Python path must check them.");
 
   m.def("fast_signal", [](nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank) {
@@ -344,7 +347,8 @@ void RegisterFastPath(nb::module_& m) {
       return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(sig_addr), type, v, sop, pe);
     });
     return true;
-  }, nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(),
+  }, nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
+     nb::arg("signal_op").none(), nb::arg("target_rank").none(),
      "shmem_signal_op's arguments; True when done, False when the Python path must check them.");
 
   m.def("fast_allgather", [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
@@ -420,7 +424,8 @@ void RegisterFastPath(nb::module_& m) {
       return hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(sig_addr), type, c, v, &seen, label);
     });
     return nb::int_(seen);
-  }, nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("compare_value").none(), nb::arg("compare_op").none(),
+  }, nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),
+     nb::arg("compare_value").none(), nb::arg("compare_op").none(),
      "shmem_wait_for_signal's arguments; the value observed, or None when the Python path must check them.");
 }
 

@@ -93,7 +93,8 @@ Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
                                std::to_string(rt->alloc->bytes_live()) + " of " + std::to_string(rt->heap_bytes) +
                                " bytes live in " + std::to_string(rt->alloc->live().size()) +
                                " allocations, " + RetiredNote(rt) + "largest free block " +
-                               std::to_string(rt->alloc->largest_free()) + " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
+                               std::to_string(rt->alloc->largest_free()) +
+                               " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
                                std::to_string(((rt->heap_bytes + bytes) >> 30) + 1) + "g)");
   }
   *out = rt->heap + off;
