@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -344,6 +345,49 @@ hpshmem::Status ChaosStep(std::mt19937_64& rng, int rank, int n, void* out, void
   }
 }
 
+// One chaos job: n ranks run the random mix of `seed`; rank `victim` raises
+// `victim_signal` on itself before step `at`. Each survivor passes its first
+// failure (the status, how long that call took, the step) to `check`, then runs
+// `after` (given every rank's pid). The victim must end by SIGKILL, every
+// survivor exit cleanly, and nothing of the job survive it.
+void RunChaos(uint64_t seed, int n, int victim, int at, int victim_signal, double timeout_sec,
+              const std::function<void(const hpshmem::Status&, double, int)>& check,
+              const std::function<void(int, const int64_t*)>& after) {
+  std::string job;
+  JobOptions o = RememberJob(&job);
+  o.timeout_sec = timeout_sec;
+  o.finalize = false;
+  auto r = RunJob(n, [&](int rank, int nranks) {
+    void *out, *sig, *pids;
+    RCHECK_OK(hpshmem::Malloc(size_t{1} << 20, &out));
+    RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
+    RCHECK_OK(hpshmem::Malloc(sizeof(int64_t) * nranks, &pids));
+    const int64_t me = getpid();
+    RCHECK_OK(hpshmem::ops::Allgather(pids, &me, sizeof me, false));
+    RCHECK_OK(hpshmem::Barrier());
+    std::mt19937_64 rng(seed);
+    int64_t ring = 0;
+    for (int step = 0;; ++step) {
+      if (rank == victim && step == at) raise(victim_signal);
+      auto t0 = std::chrono::steady_clock::now();
+      hpshmem::Status s = ChaosStep(rng, rank, nranks, out, sig, &ring);
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s.ok()) continue;
+      check(s, dt, step);
+      break;
+    }
+    after(rank, static_cast<const int64_t*>(pids));
+  }, o);
+  ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
+  EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
+  for (int k = 0; k < n; ++k) {
+    if (k == victim) continue;
+    EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
+  }
+  EXPECT_FALSE(r.timed_out) << "seed " << seed;
+  EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
+}
+
 }  // namespace
 
 // kill -9 of a random rank at a random point of a random mix of collectives,
@@ -352,45 +396,21 @@ hpshmem::Status ChaosStep(std::mt19937_64& rng, int rank, int n, void* out, void
 // job is left behind.
 TEST(Failure, ChaosKillAtRandomPointsIsReportedByEverySurvivor) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
-    std::string job;
-    JobOptions o = RememberJob(&job);
-    o.timeout_sec = 60;
-    o.finalize = false;
     const int n = 3 + static_cast<int>(seed % 2);
     const int victim = static_cast<int>(seed * 7 % n);
-    const int kill_at = static_cast<int>(seed * 13 % 40);
-    auto r = RunJob(n, [&](int rank, int nranks) {
-      void *out, *sig;
-      RCHECK_OK(hpshmem::Malloc(size_t{1} << 20, &out));
-      RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
-      RCHECK_OK(hpshmem::Barrier());
-      std::mt19937_64 rng(seed);
-      int64_t ring = 0;
-      for (int step = 0;; ++step) {
-        if (rank == victim && step == kill_at) raise(SIGKILL);
-        auto t0 = std::chrono::steady_clock::now();
-        hpshmem::Status s = ChaosStep(rng, rank, nranks, out, sig, &ring);
-        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (s.ok()) continue;
-        RCHECK(s.code() == Code::kPeerDead, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
-                                                s.ToString());
-        RCHECK(NamesRank(s.message(), victim), "does not name rank " + std::to_string(victim) + ": " + s.message());
-        RCHECK(dt < 5.0, "noticed after " + std::to_string(dt) + " s");
-        break;
-      }
-      // Survivors leave only once every one of them has seen the death (a survivor
-      // that exits early is a second death for the others to report).
+    auto check = [&](const hpshmem::Status& s, double dt, int step) {
+      RCHECK(s.code() == Code::kPeerDead, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
+                                              s.ToString());
+      RCHECK(NamesRank(s.message(), victim), "does not name rank " + std::to_string(victim) + ": " + s.message());
+      RCHECK(dt < 5.0, "noticed after " + std::to_string(dt) + " s");
+    };
+    // Survivors leave only once every one of them has seen the death (a survivor
+    // that exits early is a second death for the others to report).
+    auto after = [](int, const int64_t*) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       (void)hpshmem::Finalize();
-    }, o);
-    ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
-    EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
-    for (int k = 0; k < n; ++k) {
-      if (k == victim) continue;
-      EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
-    }
-    EXPECT_FALSE(r.timed_out) << "seed " << seed;
-    EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
+    };
+    RunChaos(seed, n, victim, static_cast<int>(seed * 13 % 40), SIGKILL, 60, check, after);
   }
 }
 
@@ -403,49 +423,22 @@ TEST(Failure, ChaosKillAtRandomPointsIsReportedByEverySurvivor) {
 // nothing of the job is left behind.
 TEST(Failure, ChaosStopAtRandomPointsTimesOutEverySurvivor) {
   for (uint64_t seed = 1; seed <= 2; ++seed) {
-    std::string job;
-    JobOptions o = RememberJob(&job);
-    o.timeout_sec = 1;
-    o.finalize = false;
     const int n = 3 + static_cast<int>(seed % 2);
     const int victim = static_cast<int>(seed * 5 % n);
-    const int stop_at = static_cast<int>(seed * 11 % 30);
     const int killer = victim == 0 ? 1 : 0;
-    auto r = RunJob(n, [&](int rank, int nranks) {
-      void *out, *sig, *pids;
-      RCHECK_OK(hpshmem::Malloc(size_t{1} << 20, &out));
-      RCHECK_OK(hpshmem::Calloc(1, sizeof(int64_t), &sig));
-      RCHECK_OK(hpshmem::Malloc(sizeof(int64_t) * nranks, &pids));
-      const int64_t me = getpid();
-      RCHECK_OK(hpshmem::ops::Allgather(pids, &me, sizeof me, false));
-      RCHECK_OK(hpshmem::Barrier());
-      std::mt19937_64 rng(seed);
-      int64_t ring = 0;
-      for (int step = 0;; ++step) {
-        if (rank == victim && step == stop_at) raise(SIGSTOP);  // until the killer's SIGKILL
-        auto t0 = std::chrono::steady_clock::now();
-        hpshmem::Status s = ChaosStep(rng, rank, nranks, out, sig, &ring);
-        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (s.ok()) continue;
-        RCHECK(s.code() == Code::kTimeout, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
-                                               s.ToString());
-        RCHECK(s.message().find(" 1 s") != std::string::npos &&
-                   s.message().find("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC") != std::string::npos,
-               "the message names the deadline and its variable: " + s.message());
-        RCHECK(dt >= 0.95 && dt < 3.5, "a 1 s deadline failed after " + std::to_string(dt) + " s: " + s.message());
-        break;
-      }
-      // Every survivor has failed once the longest chain of deadlines has run out.
-      std::this_thread::sleep_for(std::chrono::milliseconds(1000 * nranks + 1000));
-      if (rank == killer) kill(static_cast<pid_t>(static_cast<int64_t*>(pids)[victim]), SIGKILL);
-    }, o);
-    ASSERT_EQ(r.term_signal.size(), static_cast<size_t>(n));
-    EXPECT_EQ(r.term_signal[victim], SIGKILL) << "seed " << seed;
-    for (int k = 0; k < n; ++k) {
-      if (k == victim) continue;
-      EXPECT_EQ(r.exit_code[k], 0) << "seed " << seed << ": " << r.Describe();
-    }
-    EXPECT_FALSE(r.timed_out) << "seed " << seed;
-    EXPECT_EQ(LeftoversAfterGrace(job), std::vector<std::string>{}) << "seed " << seed;
+    auto check = [&](const hpshmem::Status& s, double dt, int step) {
+      RCHECK(s.code() == Code::kTimeout, "seed " + std::to_string(seed) + " step " + std::to_string(step) + ": " +
+                                             s.ToString());
+      RCHECK(s.message().find(" 1 s") != std::string::npos &&
+                 s.message().find("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC") != std::string::npos,
+             "the message names the deadline and its variable: " + s.message());
+      RCHECK(dt >= 0.95 && dt < 3.5, "a 1 s deadline failed after " + std::to_string(dt) + " s: " + s.message());
+    };
+    // Every survivor has failed once the longest chain of deadlines has run out.
+    auto after = [&](int rank, const int64_t* pids) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000 * n + 1000));
+      if (rank == killer) kill(static_cast<pid_t>(pids[victim]), SIGKILL);
+    };
+    RunChaos(seed, n, victim, static_cast<int>(seed * 11 % 30), SIGSTOP, 1, check, after);
   }
 }
