@@ -119,9 +119,10 @@ bool Symmetric(const Tensor& t) {
          hpshmem::Liveness::kYes;
 }
 
-// An exact Python int (not bool, not an int-like object) that fits int64.
+// A Python int or int subclass such as SignalOp (not bool, not an int-like
+// object: those the Python path converts) that fits int64.
 bool Int(PyObject* o, int64_t* v) {
-  if (!PyLong_CheckExact(o)) return false;
+  if (!PyLong_Check(o) || PyBool_Check(o)) return false;
   int overflow = 0;
   long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (overflow || (x == -1 && PyErr_Occurred())) return Declined();

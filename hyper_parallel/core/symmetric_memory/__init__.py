@@ -13,8 +13,9 @@ Conventions (the RFC's):
 * Offsets and sizes are in **elements** of the tensors' dtype, never bytes.
 * Offsets, sizes, signal values and compare values may be Python ints or
   one-element integer tensors.
-* ``signal_op``: 0/"set" = SET, 1/"add" = ADD.
-  ``compare_op``: 0/"eq", 1/"gt", 2/"lt", 3/"ne", 4/"ge", 5/"le".
+* ``signal_op``: :class:`SignalOp` (SET = 0/"set", ADD = 1/"add").
+  ``compare_op``: :class:`CompareOp` (EQ = 0/"eq", GT = 1/"gt", LT = 2/"lt", NE = 3/"ne",
+  GE = 4/"ge", LE = 5/"le").
 * Symmetric tensors come from :func:`empty`; a remote ``target``/``src``/``signal``
   must be one. Signals are int32 or int64 symmetric tensors.
 * Tensors are treated as flat arrays and must be contiguous and on the CPU.
@@ -34,58 +35,30 @@ Environment: ``SYMMETRIC_MEMORY_HEAP_SIZE`` (bytes, k/m/g suffixes, default 1g),
 ``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` / ``..._SECRET`` / ``..._HOST``,
 ``HYPER_PARALLEL_SHMEM_HOST_ID`` and ``HYPER_PARALLEL_SHMEM_TRANSPORT`` (ranks on several hosts, see
 the README), ``HYPER_PARALLEL_PLATFORM``.
-"""
 
+This module is the public surface; the shared pieces (binding, handler, errors), the process's
+state, the argument checks and the rendezvous handle live in ``_base``, ``_state``, ``_checks``
+and ``_handle``.
+"""
 from __future__ import annotations
 
-import bisect
-import ctypes
-import itertools
 import json
-import operator
-import os
-import threading
-import weakref
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from hyper_parallel import _hpshmem as _C
-from hyper_parallel.platform import get_platform
-
-# Errors: created by the binding (the lowest layer that names the cause).
-ShmemError = _C.ShmemError
-ShmemValueError = _C.ShmemValueError
-ShmemTypeError = _C.ShmemTypeError
-ShmemTimeoutError = _C.ShmemTimeoutError
-PeerDeadError = _C.PeerDeadError
-HeapExhaustedError = _C.HeapExhaustedError
-InvalidFreeError = _C.InvalidFreeError
-CollectiveMismatchError = _C.CollectiveMismatchError
-BootstrapError = _C.BootstrapError
-NotInitializedError = _C.NotInitializedError
-ShmemUnsupportedError = _C.ShmemUnsupportedError
-
-SIGNAL_SET, SIGNAL_ADD = 0, 1
-CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = 0, 1, 2, 3, 4, 5
-_SIGNAL_OPS = {"set": 0, "add": 1}
-_COMPARE_OPS = {"eq": 0, "gt": 1, "lt": 2, "ne": 3, "ge": 4, "le": 5}
-_COMPARE_NAMES = {v: k for k, v in _COMPARE_OPS.items()}
-
-_handler = get_platform().get_symmetric_memory_handler()
-# Frameworks that queue operators (MindSpore's PyNative) drain the queue before any call that
-# reads or writes tensor memory by address; None where ops are complete when they return.
-_sync = getattr(_handler, "sync", None)
-
-# The common case of each one-sided call is checked and done in C++ in one crossing
-# (ccsrc/python/fast_path.cc); it declines (False / None) on anything unusual or invalid, and
-# the Python checks below then run as before and raise the documented error.
-_C.fast_register(*_handler.fast_protocol())
-_fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
-_fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
-_fast_allgather, _fast_alltoall = _C.fast_allgather, _C.fast_alltoall
-
-# The algorithms import nothing from this module; imported once here, not per call (an import
-# statement costs ~0.5 us even when the module is loaded).
-from hyper_parallel.core.symmetric_memory.algorithms import _comm, collectives, fused  # noqa: E402
-from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores  # noqa: E402
+from hyper_parallel.core.signals import CompareOp, SignalOp
+from hyper_parallel.core.symmetric_memory._base import (
+    _C, BootstrapError, CollectiveMismatchError, CompareOpArg, Dtype, HeapExhaustedError, IntArg, InvalidFreeError,
+    NotInitializedError, PeerDeadError, ShmemError, ShmemTimeoutError, ShmemTypeError, ShmemUnsupportedError,
+    ShmemValueError, SignalOpArg, Tensor, _handler, _sync, _type_error, _value_error)
+# Private helpers are imported by name too: tests reach some as symm._x.
+from hyper_parallel.core.symmetric_memory._checks import (
+    _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _matrix, _mode, _overlap,
+    _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor)
+from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
+from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
+# The algorithms import nothing from this package's API; imported once here, not per call (an
+# import statement costs ~0.5 us even when the module is loaded).
+from hyper_parallel.core.symmetric_memory.algorithms import _comm, collectives, fused
 
 __all__ = [
     "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
@@ -94,287 +67,19 @@ __all__ = [
     "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "ShmemError", "ShmemValueError", "ShmemTypeError",
     "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
     "CollectiveMismatchError", "BootstrapError", "NotInitializedError", "ShmemUnsupportedError",
+    "SignalOp", "CompareOp", "SymmetricMemoryHandle",
 ]
 
-
-# --------------------------------------------------------------------------- errors
-def _value_error(msg: str) -> ShmemValueError:
-    e = ShmemValueError(msg)
-    e.code = "invalid_argument"
-    return e
-
-
-def _type_error(msg: str) -> ShmemTypeError:
-    e = ShmemTypeError(msg)
-    e.code = "type_error"
-    return e
-
-
-# --------------------------------------------------------------------------- live allocations
-class _Allocation:
-    """One block of the heap and every framework object that can reach it.
-
-    Each tensor handed out over the block (by :func:`empty` or ``get_buffer``) sits on a
-    ctypes buffer object that the framework keeps alive for exactly as long as any tensor,
-    view or NumPy array over that memory exists. ``buffers`` holds the keys of those still
-    alive; :func:`free` detaches the tensors the library knows, and when views remain the
-    runtime keeps the bytes out of the heap (on every rank) until the last one is gone, so a
-    stale view never aliases a later allocation.
-    """
-
-    __slots__ = ("addr", "nbytes", "tensors", "buffers", "token")
-
-    def __init__(self, addr: int, nbytes: int):
-        self.addr = addr
-        self.nbytes = nbytes
-        self.tensors: list = []  # weakrefs to the tensors handed out over this memory
-        self.buffers: set = set()  # keys of the live buffer objects under them
-        self.token = None  # the runtime's deferral token once freed
-
-    def buffer_gone(self, key) -> None:
-        # Runs when the framework drops a buffer (any thread, under the GIL; set ops are atomic).
-        self.buffers.discard(key)
-        if not self.buffers and self.token:
-            _C.release_deferred(self.token)
-
-
-_buffer_keys = itertools.count()
-
-
-def _wrap(a: _Allocation, addr: int, nbytes: int, shape, dtype):
-    """A framework tensor over heap bytes [addr, addr + nbytes), tracked by allocation `a`."""
-    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(addr)
-    key = next(_buffer_keys)
-    a.buffers.add(key)
-    weakref.finalize(buf, a.buffer_gone, key)
-    t = _handler.wrap(buf, nbytes, shape, dtype)
-    a.tensors.append(weakref.ref(t))
-    return t
-
-
-class _State:
-    """Process-wide view of the runtime: live allocations, sorted by address."""
-
-    def __init__(self):
-        self.lock = threading.RLock()
-        self.allocs: dict[int, _Allocation] = {}
-        self.bases: list[int] = []
-        self.world = 0  # world size while initialized, else 0 (cached: read on every call)
-        self.last = None  # the allocation find() returned last
-
-    def add(self, a: _Allocation):
-        self.allocs[a.addr] = a
-        bisect.insort(self.bases, a.addr)
-
-    def remove(self, addr: int) -> _Allocation:
-        a = self.allocs.pop(addr)
-        del self.bases[bisect.bisect_left(self.bases, addr)]
-        self.last = None
-        return a
-
-    def find(self, addr: int, nbytes: int):
-        """The live allocation holding [addr, addr + nbytes), or None."""
-        a = self.last  # programs touch the same few tensors over and over
-        if a is not None and a.addr <= addr and addr + nbytes <= a.addr + a.nbytes:
-            return a
-        i = bisect.bisect_right(self.bases, addr) - 1
-        if i < 0:
-            return None
-        a = self.allocs[self.bases[i]]
-        if addr + nbytes <= a.addr + a.nbytes:
-            self.last = a
-            return a
-        return None
-
-
-_state = _State()
-
-
-def _bootstrap_host() -> str:
-    """Where rank 0's bootstrap listener binds and what it advertises: HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST
-    when set, else this host's address on the route toward the framework's rendezvous host (torch's
-    MASTER_ADDR, msrun's MS_SCHED_HOST), which the other hosts reach it from; "" (loopback) otherwise."""
-    if os.environ.get("HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST"):
-        return ""  # the runtime reads it
-    toward = os.environ.get("MASTER_ADDR") or os.environ.get("MS_SCHED_HOST")
-    return _C.local_address_toward(toward) if toward else ""
-
-
-def _ensure_init():
-    if _state.world:
-        return
-    with _state.lock:
-        if _C.is_initialized():
-            _state.world = _C.n_pes()
-            return
-        timeout = _C.environment_settings()["timeout_sec"]
-        rank, world, uid, endpoint = _handler.rendezvous_info(lambda: _C.get_unique_id(_bootstrap_host()), timeout)
-        _C.init(rank, world, uid, endpoint)
-        _state.world = _C.n_pes()
-
-
-def _require_init(what: str):
-    """Only empty() starts the runtime: any other call before it, or after finalize(), raises
-    at once rather than starting a bootstrap that waits for peers who are not coming."""
-    if _state.world:
-        return
-    if _C.is_initialized():
-        _state.world = _C.n_pes()
-        return
-    raise NotInitializedError(f"{what}: the runtime is not initialized (symm.empty() starts it; after "
-                              "finalize() only empty() starts a new one)")
-
-
-# --------------------------------------------------------------------------- argument checks
-class _Indexed:
-    """The name "base[i]", formatted only when an error message needs it (hot paths skip the f-string)."""
-    __slots__ = ("base", "i")
-
-    def __init__(self, base, i):
-        self.base, self.i = base, i
-
-    def __str__(self):
-        return f"{self.base}[{self.i}]"
-
-    def __format__(self, spec):
-        return str(self)
-
-
-def _tensor(x, name: str):
-    """(addr, numel, itemsize, dtype) of a CPU contiguous tensor; addr in bytes, numel in elements."""
-    if not _handler.is_tensor(x):
-        raise _type_error(f"{name} must be a {_handler.name} tensor, got {type(x).__name__}")
-    try:
-        addr, numel, itemsize, dtype, contiguous, device = _handler.describe(x)
-    except TypeError as e:  # a layout or device whose memory cannot be described (sparse, meta)
-        raise _type_error(f"{name}: {e}") from None
-    if device != "cpu":
-        raise _value_error(f"{name} is on device '{device}'; symmetric memory on this host is CPU memory "
-                           f"(use device='cpu')")
-    if not contiguous:
-        raise _value_error(f"{name} must be contiguous (offsets index the flat tensor); call .contiguous()")
-    return addr, numel, itemsize, dtype
-
-
-def _symmetric(x, name: str):
-    """Like _tensor, for a tensor that must lie inside a live symmetric allocation."""
-    info = _tensor(x, name)
-    if _state.find(info[0], info[1] * info[2]) is None:
-        raise _value_error(f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
-                           f"freed tensors and local tensors do not qualify)")
-    return info
-
-
-def _int(x, name: str) -> int:
-    if type(x) is int:  # the common case, first
-        return x
-    if isinstance(x, bool):
-        raise _type_error(f"{name} must be an int or a one-element integer tensor, got bool")
-    if _handler.is_tensor(x):
-        try:
-            return _handler.scalar_int(x, name)
-        except TypeError as e:
-            raise _type_error(str(e)) from None
-        except ValueError as e:
-            raise _value_error(str(e)) from None
-    try:
-        return operator.index(x)
-    except TypeError:
-        raise _type_error(f"{name} must be an int or a one-element integer tensor, got {type(x).__name__}") from None
-
-
-def _index(x, name: str) -> int:
-    v = _int(x, name)
-    if v < 0:
-        raise _value_error(f"{name} must be >= 0, got {v}")
-    return v
-
-
-def _span(numel: int, offset: int, size: int, name: str, off_name: str):
-    if offset + size > numel:
-        raise _value_error(f"{off_name} + size = {offset} + {size} = {offset + size} exceeds {name}'s "
-                           f"{numel} elements")
-
-
-def _rank(x, name: str = "target_rank") -> int:
-    _require_init("this call")
-    r = _int(x, name)
-    world = _state.world
-    if not 0 <= r < world:
-        raise _value_error(f"{name} {r} is out of range [0, {world})")
-    return r
-
-
-def _block_dim(x) -> int:
-    if x is None:
-        return 0
-    v = _int(x, "block_dim")
-    if not 1 <= v <= 64:
-        raise _value_error(f"block_dim must be in [1, 64], got {v}")
-    return v
-
-
-def _signal_tensor(signal, name="signal"):
-    """(addr, numel, width in bytes) of a symmetric int32/int64 signal tensor."""
-    addr, numel, itemsize, dtype = _symmetric(signal, name)
-    if dtype is not _handler.int32 and dtype is not _handler.int64:
-        raise _type_error(f"{name} must be an int32 or int64 tensor, got {dtype}")
-    return addr, numel, itemsize
-
-
-def _signal(signal, offset, name="signal"):
-    """(address of the signal word, its width in bytes, offset in elements)."""
-    addr, numel, itemsize = _signal_tensor(signal, name)
-    off = _index(offset, f"{name}_offset")
-    if off >= numel:
-        raise _value_error(f"{name}_offset {off} is out of range for {name}'s {numel} elements")
-    return addr + off * itemsize, itemsize, off
-
-
-def _signal_value(x, width: int, name: str) -> int:
-    v = _int(x, name)
-    lo, hi = (-(1 << 31), (1 << 31) - 1) if width == 4 else (-(1 << 63), (1 << 63) - 1)
-    if not lo <= v <= hi:
-        raise _value_error(f"{name} {v} does not fit the signal's int{8 * width}")
-    return v
-
-
-def _signal_op(x) -> int:
-    if isinstance(x, str):
-        if x.lower() not in _SIGNAL_OPS:
-            raise _value_error(f"signal_op {x!r} is not 'set' or 'add'")
-        return _SIGNAL_OPS[x.lower()]
-    v = _int(x, "signal_op")
-    if v not in (0, 1):
-        raise _value_error(f"signal_op {v} is not SET (0) or ADD (1)")
-    return v
-
-
-def _compare_op(x) -> int:
-    if isinstance(x, str):
-        if x.lower() not in _COMPARE_OPS:
-            raise _value_error(f"compare_op {x!r} is not one of {sorted(_COMPARE_OPS)}")
-        return _COMPARE_OPS[x.lower()]
-    v = _int(x, "compare_op")
-    if v not in _COMPARE_NAMES:
-        raise _value_error(f"compare_op {v} is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le")
-    return v
-
-
-def _copy_args(target, target_offset, src, src_offset, size, target_sym: bool):
-    """Checks a put/get's tensors, offsets and size; returns (target addr, src addr, bytes)."""
-    t_addr, t_numel, itemsize, t_dtype = _symmetric(target, "target") if target_sym else _tensor(target, "target")
-    s_addr, s_numel, _, s_dtype = _tensor(src, "src") if target_sym else _symmetric(src, "src")
-    if t_dtype != s_dtype:
-        raise _type_error(f"target ({t_dtype}) and src ({s_dtype}) must have the same dtype")
-    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
-    _span(t_numel, toff, n, "target", "target_offset")
-    _span(s_numel, soff, n, "src", "src_offset")
-    return t_addr + toff * itemsize, s_addr + soff * itemsize, n * itemsize
+SIGNAL_SET, SIGNAL_ADD = SignalOp.SET, SignalOp.ADD
+CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = (CompareOp.EQ, CompareOp.GT, CompareOp.LT, CompareOp.NE,
+                                                  CompareOp.GE, CompareOp.LE)
+_fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
+_fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
+_fast_allgather, _fast_alltoall = _C.fast_allgather, _C.fast_alltoall
 
 
 # --------------------------------------------------------------------------- allocation
-def empty(*size, dtype=None):
+def empty(*size: Any, dtype: Optional[Dtype] = None) -> Tensor:
     """A tensor of `size` and `dtype` whose storage lies in the symmetric heap (zero-copy).
 
     Collective: every rank must call it with the same size and dtype, in the same order;
@@ -412,7 +117,7 @@ def empty(*size, dtype=None):
     return t
 
 
-def free(tensor) -> None:
+def free(tensor: Tensor) -> None:
     """Collective: returns `tensor`'s heap memory; `tensor` (the one :func:`empty` returned)
     becomes an empty tensor so it can no longer reach the heap.
 
@@ -453,7 +158,7 @@ def free(tensor) -> None:
             _C.release_deferred(token)
 
 
-def is_symmetric(tensor) -> bool:
+def is_symmetric(tensor: Tensor) -> bool:
     """True when `tensor` lies wholly inside a live allocation of the symmetric heap."""
     if not _handler.is_tensor(tensor) or not _C.is_initialized():
         return False
@@ -462,7 +167,8 @@ def is_symmetric(tensor) -> bool:
 
 
 # --------------------------------------------------------------------------- primitives
-def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
+def shmem_put(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
+              target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
     """Copy `size` elements from local ``src[src_offset:]`` to ``target[target_offset:]`` on
     `target_rank` (push). `target` is symmetric; `src` is any CPU tensor of the same dtype.
     Blocking: when it returns the data is in the target's memory. `block_dim` threads
@@ -478,7 +184,8 @@ def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, bloc
     _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
-def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
+def shmem_get(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
+              target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
     """Copy `size` elements from symmetric ``src[src_offset:]`` on `target_rank` into local
     ``target[target_offset:]`` (pull). Same units, checks and errors as :func:`shmem_put`.
     """
@@ -490,7 +197,8 @@ def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, bloc
     _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
-def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank):
+def shmem_signal_op(signal: Tensor, signal_offset: IntArg, signal_value: IntArg, signal_op: SignalOpArg,
+                    target_rank: IntArg) -> None:
     """Atomically SET (0) or ADD (1) `signal_value` on ``signal[signal_offset]`` at `target_rank`,
     ordered after every earlier put of this thread, waking that rank's waiters.
     """
@@ -504,7 +212,8 @@ def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank)
     _C.signal(addr, width, value, op, _rank(target_rank))
 
 
-def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, compare_op) -> int:
+def shmem_wait_for_signal(depend_tensor: Optional[Tensor], signal: Tensor, signal_offset: IntArg,
+                          compare_value: IntArg, compare_op: CompareOpArg) -> int:
     """Block until the local ``signal[signal_offset]`` compares true with `compare_value`
     (signed) and return the value observed. `depend_tensor` orders the wait after that
     tensor's producer in graph mode; eager execution is already ordered, so it is only checked.
@@ -525,8 +234,9 @@ def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, c
     return _C.wait_until(addr, width, cmp, value, f"signal[{off}]")
 
 
-def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value,
-                          signal_op, target_rank, *, block_dim=None):
+def shmem_put_with_signal(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
+                          signal: Tensor, signal_offset: IntArg, signal_value: IntArg, signal_op: SignalOpArg,
+                          target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
     """:func:`shmem_put`, then a fence, then :func:`shmem_signal_op` on `target_rank`: a rank
     that observes the signal observes every element of the put. All arguments (signal ones
     included) are checked before anything is written.
@@ -555,13 +265,8 @@ def barrier() -> None:
 
 
 # --------------------------------------------------------------------------- collectives
-def _mode(mode) -> str:
-    if mode not in ("push", "pull"):
-        raise _value_error(f"mode must be 'push' or 'pull', got {mode!r}")
-    return mode
-
-
-def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None):
+def shmem_allgather(output_tensor: Tensor, input_tensor: Tensor, *, mode: str = "push",
+                    block_dim: Optional[int] = None) -> Tensor:
     """Collective. ``output_tensor`` (symmetric, W x numel(input) elements, same dtype) receives
     every rank's ``input_tensor`` concatenated in rank order (flat). Reusable back to back
     with no re-zeroing or barrier; this rank's output is not written by a faster peer before
@@ -588,7 +293,9 @@ def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None)
     return output_tensor
 
 
-def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None):
+def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
+                   receive_list: Union[Sequence[IntArg], Tensor], *, mode: str = "push",
+                   block_dim: Optional[int] = None) -> Tensor:
     """Collective. ``send_tensor_list[p]`` goes to rank p; ``receive_tensor`` (symmetric) receives
     the pieces packed in source-rank order, ``receive_list[q]`` elements (a list of ints or an
     integer tensor) from rank q. Uneven and empty pieces are fine; the offsets are exchanged
@@ -633,32 +340,9 @@ def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push
     return receive_tensor
 
 
-def _matrix(x, name):
-    info = _tensor(x, name)
-    shape = _handler.ndim_shape(x)
-    if len(shape) != 2:
-        raise _value_error(f"{name} must be 2-D, has shape {shape}")
-    return info, shape
-
-
-def _default_block_rows(m: int, world: int) -> int:
-    """The RFC's four blocks per rank, none under 256 rows (smaller CPU matmuls lose more than
-    an earlier start gains: measured 4% at 256 rows, 22% at 128, fp32). On a host whose cores
-    the ranks already fill nothing runs beside the matmuls, so one block per rank."""
-    if not spare_cores(world):
-        return max(1, m)
-    return max(1, -(-m // 4), min(m, 256))
-
-
-def _overlap(overlap, world: int) -> bool:
-    if overlap is None:
-        return spare_cores(world)
-    if not isinstance(overlap, bool):
-        raise _type_error(f"overlap must be True, False or None, got {overlap!r}")
-    return overlap
-
-
-def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None):
+def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_out: Tensor, signal: Tensor,
+                            block_size: Optional[IntArg] = None, *, mode: str = "push",
+                            overlap: Optional[bool] = None) -> Tuple[Tensor, Tensor]:
     """Collective. ``gather_out = AllGather(a)`` along dim 0 and ``c = gather_out @ b``, overlapped:
     each block of ``block_size`` rows of ``a`` is pushed with a signal of its own, and the
     matmul of a block starts as soon as its signal is seen while later blocks are in flight.
@@ -708,7 +392,8 @@ def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mod
                                    overlap=_overlap(overlap, w))
 
 
-def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None):
+def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, signal: Tensor, reduce_op: str = "sum",
+                                *, mode: str = "push", overlap: Optional[bool] = None) -> Tensor:
     """Collective. Returns rows [r*m/W, (r+1)*m/W) of the sum (``reduce_op="sum"``) or mean
     (``"avg"``) over ranks of ``x1 @ x2``, on rank r. Partial products go out in the RFC's
     rotated order ``(rank + j) % W`` while the next one is computed; the receiver adds them
@@ -749,57 +434,7 @@ def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *,
 
 
 # --------------------------------------------------------------------------- rendezvous
-class SymmetricMemoryHandle:
-    """Peer views of one symmetric tensor (in the spirit of torch's symmetric memory)."""
-
-    def __init__(self, tensor, addr, dtype, alloc):
-        self._tensor = tensor
-        self._addr = addr
-        self._dtype = dtype
-        self._alloc = alloc
-        self.rank = _C.my_pe()
-        self.world_size = _C.n_pes()
-
-    @property
-    def buffer_ptrs(self):
-        """Address of this tensor's copy on every rank, as mapped in this process; None for a rank
-        that is not load/store reachable (on another host, or under HYPER_PARALLEL_SHMEM_TRANSPORT=ucx)."""
-        return [_C.ptr(self._addr, p) or None for p in range(self.world_size)]
-
-    def get_buffer(self, peer: int, shape, dtype=None, storage_offset: int = 0):
-        """A zero-copy tensor over `peer`'s copy of the memory, starting `storage_offset`
-        elements (of `dtype`) into it. Loads and stores on it reach the peer directly.
-
-        Raises: ShmemValueError when the view would leave the allocation; ShmemUnsupportedError when
-        `peer` is not load/store reachable (another host: use shmem_put/shmem_get instead).
-        """
-        p = _rank(peer, "peer")
-        if dtype is None:
-            dtype = self._dtype
-        itemsize = _handler.itemsize(dtype)
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        numel = 1
-        for d in shape:
-            numel *= _index(d, "shape")
-        off = _index(storage_offset, "storage_offset") * itemsize
-        begin = self._addr - self._alloc.addr + off
-        if begin + numel * itemsize > self._alloc.nbytes:
-            raise _value_error(f"a view of {numel} x {dtype} at storage_offset {storage_offset} runs past the "
-                               f"{self._alloc.nbytes}-byte allocation")
-        if self._alloc.addr not in _state.allocs:
-            raise _value_error("the tensor behind this handle was freed")
-        base = _C.ptr(self._alloc.addr, p)
-        if not base:
-            raise ShmemUnsupportedError(
-                f"rank {p} is reached through {_C.peer_transport(p)}, not shared memory: it has no direct "
-                "view here; use shmem_put/shmem_get")
-        return _wrap(self._alloc, base + begin, numel * itemsize, shape, dtype)
-
-    def barrier(self):
-        barrier()
-
-
-def rendezvous(tensor, group=None) -> SymmetricMemoryHandle:
+def rendezvous(tensor: Tensor, group: Any = None) -> SymmetricMemoryHandle:
     """Handle giving `rank`, `world_size`, `buffer_ptrs` and `get_buffer(peer, shape, dtype,
     storage_offset)` for a symmetric tensor. Needs no communication: symmetric allocation
     already puts the tensor at the same offset on every rank. `group` must be None or the
@@ -856,7 +491,7 @@ def finalize() -> None:
         _C.finalize()
 
 
-def debug_state() -> dict:
+def debug_state() -> Dict[str, Any]:
     """Config, heap size, bytes live and peak, live allocations, lost ranks, platform."""
     d = json.loads(_C.debug_state())
     d["platform"] = _handler.name

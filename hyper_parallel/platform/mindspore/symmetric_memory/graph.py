@@ -37,12 +37,13 @@ import mindspore as ms
 from mindspore import ops
 
 from hyper_parallel import _hpshmem as _C
+from hyper_parallel.core.signals import COMPARE_OP_NAMES, SIGNAL_OP_NAMES
 
 __all__ = ["shmem_put", "shmem_get", "shmem_put_with_signal", "shmem_signal_op", "shmem_wait_for_signal",
            "barrier", "last_error"]
 
-_SIGNAL_OPS = {"set": 0, "add": 1}
-_COMPARE_OPS = {"eq": 0, "gt": 1, "lt": 2, "ne": 3, "ge": 4, "le": 5}
+_SIGNAL_OPS = SIGNAL_OP_NAMES
+_COMPARE_OPS = COMPARE_OP_NAMES
 
 
 def _one(*_):
@@ -71,7 +72,7 @@ _barrier = _kernel("HpMsBarrier")
 def _i(x):
     """A graph constant int (or an op name already mapped) as a one-element int64 tensor."""
     if isinstance(x, int):
-        return ms.Tensor([x], ms.int64)
+        return ms.Tensor([int(x)], ms.int64)  # int(): SignalOp/CompareOp members are ints too
     return x
 
 
