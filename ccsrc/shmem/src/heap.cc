@@ -18,16 +18,9 @@ std::string Describe(const AllocRecord& r) {
   return "?";
 }
 
-// Deferred frees that no rank holds any more (per the records of call `seq`,
-// the same on every rank) become allocatable again, in slot order.
-void ReclaimDeferred(Runtime* rt, uint64_t seq) {
-  if (!rt->deferred_pending) return;
-  uint64_t held = 0;
-  for (int p = 0; p < rt->nranks; ++p) {
-    AllocRecord r;
-    std::memcpy(&r, rt->segment->base() + AllocRecordOffset(p, seq), sizeof r);
-    held |= r.held;
-  }
+// Deferred frees that no rank holds any more (`held`: the OR of one call's
+// records, the same on every rank) become allocatable again, in slot order.
+void ReclaimDeferred(Runtime* rt, uint64_t held) {
   for (uint64_t done = rt->deferred_pending & ~held; done; done &= done - 1) {
     int slot = __builtin_ctzll(done);
     (void)rt->alloc->Reclaim(rt->deferred_off[slot]);  // retired by FreeImpl: cannot fail
@@ -49,9 +42,11 @@ Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, 
   }
   HPSHMEM_RETURN_IF_ERROR(Barrier());
   const uint8_t* base = rt->segment->base();
+  uint64_t held = 0;
   for (int p = 0; p < rt->nranks; ++p) {
     AllocRecord r;
     std::memcpy(&r, base + AllocRecordOffset(p, seq), sizeof r);
+    held |= r.held;
     if (r.seq != seq) {
       return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(p) + " is at allocator call #" +
                                         std::to_string(r.seq) + " while rank " + std::to_string(rt->rank) +
@@ -65,7 +60,7 @@ Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, 
                                         " (every rank must allocate and free the same sizes in the same order)");
     }
   }
-  ReclaimDeferred(rt, seq);
+  ReclaimDeferred(rt, held);
   return Status::OK();
 }
 
