@@ -377,8 +377,7 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
     assert _C.fast_allgather(out, src[:3], "push", None) is True
     assert np.array_equal(F.values(out), np.concatenate([np.arange(3) + 100 * p for p in range(world)]))
     recv = symm.empty(world * 2, dtype=i64)
-    assert _C.fast_alltoall([src[2 * p:2 * p + 2] for p in range(world)], recv, [2] * world, "pull" if False else
-                            "push", 1) is True
+    assert _C.fast_alltoall([src[2 * p:2 * p + 2] for p in range(world)], recv, [2] * world, "push", 1) is True
     assert np.array_equal(F.values(recv), np.concatenate([np.arange(2 * rank, 2 * rank + 2) + 100 * p
                                                           for p in range(world)]))
     symm.barrier()
