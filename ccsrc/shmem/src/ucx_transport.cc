@@ -129,6 +129,14 @@ class Ucx final : public Transport {
     int pe;
   };
   static void OnEpError(void* arg, ucp_ep_h ep, ucs_status_t st);
+  // Every active message enters through here: it comes from a peer that acted
+  // on what this rank sent before (see CrossProcessRelease).
+  template <ucp_am_recv_callback_t Handler>
+  static ucs_status_t Incoming(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                               const ucp_am_recv_param_t* p) {
+    CrossProcessAcquire();
+    return Handler(arg, h, hlen, data, len, p);
+  }
   static ucs_status_t OnSignal(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                const ucp_am_recv_param_t* p);
   static ucs_status_t OnPutSignal(void* arg, const void* h, size_t hlen, void* data, size_t len,
@@ -312,9 +320,11 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   const struct {
     unsigned id;
     ucp_am_recv_callback_t cb;
-  } handlers[] = {{kAmSignal, OnSignal},     {kAmPutSignal, OnPutSignal}, {kAmQuietReq, OnQuietReq},
-                  {kAmQuietAck, OnQuietAck}, {kAmFetch, OnFetch},         {kAmFetchReply, OnFetchReply},
-                  {kAmLeave, OnLeave},       {kAmGet, OnGet},             {kAmGetReply, OnGetReply}};
+  } handlers[] = {{kAmSignal, Incoming<OnSignal>},       {kAmPutSignal, Incoming<OnPutSignal>},
+                  {kAmQuietReq, Incoming<OnQuietReq>},   {kAmQuietAck, Incoming<OnQuietAck>},
+                  {kAmFetch, Incoming<OnFetch>},         {kAmFetchReply, Incoming<OnFetchReply>},
+                  {kAmLeave, Incoming<OnLeave>},         {kAmGet, Incoming<OnGet>},
+                  {kAmGetReply, Incoming<OnGetReply>}};
   for (const auto& h : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -454,6 +464,7 @@ Status Ucx::Wait(ucs_status_ptr_t req, int pe, const char* what) {
 }
 
 ucs_status_ptr_t Ucx::AmSend(int pe, unsigned id, const void* hdr, size_t hlen, const void* data, size_t len) {
+  CrossProcessRelease();
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_EAGER;

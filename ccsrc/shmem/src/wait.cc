@@ -21,6 +21,7 @@ void FutexWaitUs(uint32_t* addr, uint32_t expected, int64_t max_us) {
 void FutexWakeAll(uint32_t* addr) { syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
 int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
+  CrossProcessRelease();
   if (type == SignalType::kInt32) {
     std::atomic_ref<int32_t> w(*static_cast<int32_t*>(word));
     auto v = static_cast<int32_t>(value);
@@ -32,9 +33,11 @@ int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
 }
 
 int64_t LoadSignal(const void* p, SignalType t) {
-  if (t == SignalType::kInt32)
-    return std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
-  return std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+  int64_t v = t == SignalType::kInt32
+                  ? std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire)
+                  : std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+  CrossProcessAcquire();
+  return v;
 }
 
 void Notify(Doorbell* b) {

@@ -25,6 +25,35 @@ inline void CpuRelax() {
 #endif
 }
 
+// Ordering that runs through other processes. A rank's UCX progress thread
+// applies a peer's put only after that peer saw a signal this rank's
+// application thread sent after writing the same memory (and the other way
+// round); the chain passes through other processes, which ThreadSanitizer
+// cannot see, so it would call the two threads' accesses a race. Every
+// outgoing signal or message releases one process-wide token and every
+// incoming one acquires it, which states that order to TSan. Elsewhere the
+// hardware and the kernel already order these (atomics, socket syscalls), so
+// the calls compile to nothing.
+#if defined(__SANITIZE_THREAD__)
+#define HPSHMEM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HPSHMEM_TSAN 1
+#endif
+#endif
+#ifdef HPSHMEM_TSAN
+}  // namespace hpshmem
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+namespace hpshmem {
+inline char g_cross_process_token;
+inline void CrossProcessRelease() { __tsan_release(&g_cross_process_token); }
+inline void CrossProcessAcquire() { __tsan_acquire(&g_cross_process_token); }
+#else
+inline void CrossProcessRelease() {}
+inline void CrossProcessAcquire() {}
+#endif
+
 // Atomically SETs (swap) or ADDs `value` to the signal word at `word`
 // (naturally aligned, in a segment mapped here), seq_cst; returns the old
 // value. Every transport applies signals through this, so a word updated by
