@@ -59,6 +59,17 @@ def _worker(rank, world, port, out, quick):
         rows.append(("shmem_get (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_get(local, 0, buf, 0, 1, 1), budget)))
         rows.append(("shmem_signal_op", "hyper_parallel",
                      _timed(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), budget)))
+        # torch.compile support: what a put would cost if eager calls went through its custom
+        # operator, that the fast path is unchanged once torch._dynamo has been imported (the API's
+        # replacements registered), and a put inside a compiled function (graph call included).
+        put_op = torch.ops.hyper_parallel.put
+        rows.append(("shmem_put (8 B) as torch.ops call", "hyper_parallel",
+                     _timed(lambda: put_op(buf, src, [0, 0, 1, 1], [None] * 4, None), budget)))
+        import torch._dynamo  # noqa: F401
+        rows.append(("shmem_put (8 B), dynamo loaded", "hyper_parallel",
+                     _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))
+        compiled_put = torch.compile(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), fullgraph=True)
+        rows.append(("shmem_put (8 B) in torch.compile", "hyper_parallel", _timed(compiled_put, budget)))
     symm.barrier()
     # Small collectives back to back: both ranks run the same loop; rank 0's figure is reported.
     gathered = symm.empty(world, dtype=torch.int64)

@@ -21,6 +21,9 @@ class SymmetricMemoryHandler(Protocol):
     # Drains work the framework has queued but not run (MindSpore PyNative), or None.
     sync: Optional[Callable[[], None]]
 
+    def api_loaded(self, api: Any) -> None:
+        """Called once the public API module `api` has been imported (compiler hooks)."""
+
     # ---- rendezvous
     def rendezvous_info(self, make_unique_id: Callable[[], bytes], timeout_sec: float
                         ) -> Tuple[int, int, Optional[bytes], str]:

@@ -43,6 +43,7 @@ and ``_handle``.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from hyper_parallel.core.signals import CompareOp, SignalOp
@@ -498,3 +499,6 @@ def debug_state() -> Dict[str, Any]:
     with _state.lock:
         d["python_live_tensors"] = sum(1 for a in _state.allocs.values() for r in a.tensors if r() is not None)
     return d
+
+
+_handler.api_loaded(sys.modules[__name__])

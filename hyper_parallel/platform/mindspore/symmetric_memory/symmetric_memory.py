@@ -141,6 +141,9 @@ class MindSporeSymmetricMemoryHandler:
     def framework_rank(self):
         return self._comm_rank() or self._env_rank()
 
+    def api_loaded(self, api) -> None:
+        """Nothing to hook: MindSpore's graph mode uses the kernels of graph.py."""
+
     # ------------------------------------------------------------ tensors
     def is_tensor(self, x) -> bool:
         return isinstance(x, ms.Tensor)

@@ -30,6 +30,11 @@ class TorchSymmetricMemoryHandler:
     _store_generation = 0
     sync = None  # eager torch on the CPU has finished an op when it returns: nothing to drain
 
+    def api_loaded(self, api) -> None:
+        """The public API module `api` is complete: torch.compile may now trace its functions."""
+        from hyper_parallel.platform.torch.symmetric_memory import _compile
+        _compile.install(api)
+
     # ------------------------------------------------------------ rendezvous
     def rendezvous_info(self, make_unique_id, timeout_sec: float):
         """(rank, world_size, unique_id or None, endpoint) of this process's job.

@@ -1,0 +1,144 @@
+"""The API inside ``torch.compile(fullgraph=True)`` (inductor, CPU), in real multi-process torch jobs.
+
+A step that uses every operation runs 100 times eagerly and 100 times compiled on the same
+inputs; every output of every iteration must be bit-identical. Ordering is what makes that
+hold: a wait moved before its put, or a read of the receive buffer moved before the wait, or a
+barrier dropped, gives other values (or hangs, which the job's timeout turns into a failure).
+"""
+import os
+
+import pytest
+
+from launcher import assert_job_ok
+
+HERE = os.path.abspath(__file__)
+
+
+def _expect(exc_type, fragment, fn, *args):
+    try:
+        fn(*args)
+    except exc_type as e:
+        assert fragment in str(e), f"message {str(e)!r} does not name {fragment!r}"
+        return
+    raise AssertionError(f"{fn} did not raise {exc_type.__name__} ({fragment})")
+
+
+def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
+    import torch
+    import torch._dynamo
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    to, frm = (rank + 1) % world, (rank - 1) % world
+    recv = symm.empty(n, dtype=torch.float32)
+    sig = symm.empty(2, dtype=torch.int64)
+    gathered = symm.empty(world * n, dtype=torch.float32)
+    counts = [(p + rank) % 3 + 1 for p in range(world)]  # uneven pieces: rank p sends counts'[p] to us
+    a2a = symm.empty(3 * world, dtype=torch.float32)
+    fsig = symm.empty(world * 2, dtype=torch.int64)
+    gather_out = symm.empty(world * m, k, dtype=torch.float32)
+    rs_sig = symm.empty(world, dtype=torch.int64)
+    slots = symm.empty(world * m * 4, dtype=torch.float32)
+    for s in (sig, fsig, rs_sig):
+        s.zero_()
+    symm.barrier()
+    b = torch.randn(k, 4, generator=torch.Generator().manual_seed(7))
+
+    def step(x, epoch):
+        y = x * 2 + 1  # exact in both modes (inductor's own kernels may round a sin() differently)
+        symm.shmem_put_with_signal(recv, 0, y, 0, n, sig, 0, epoch, "set", to)
+        seen = symm.shmem_wait_for_signal(recv, sig, 0, epoch, "ge")
+        got = recv * 3  # a read the wait guards
+        local = torch.full((n + 2,), -1.0)
+        symm.shmem_get(local, 1, recv, 0, n, to)  # `to` holds what this rank put there
+        symm.shmem_allgather(gathered, y)
+        sends = [y[:(rank + p) % 3 + 1] * (p + 1) for p in range(world)]
+        symm.shmem_alltoall(sends, a2a, counts)
+        symm.shmem_signal_op(sig, 1, 1, "add", to)
+        symm.shmem_wait_for_signal(None, sig, 1, epoch, "ge")
+        g, c = symm.fused_all_gather_matmul(y[:m * k].reshape(m, k), b, None, gather_out, fsig, 3)
+        rs = symm.fused_matmul_reduce_scatter(g, b, slots, rs_sig, "sum")
+        symm.barrier()  # no rank's next put lands in `recv` before its owner has read it
+        # Results are computed from the buffers, not cloned: inductor (2.13) drops a clone of a buffer
+        # that a custom op mutated and returns the buffer itself (see the README).
+        return got, local, gathered * 2, a2a * 2, c, rs, seen
+
+    def run(fn, i, epoch):
+        # Poisoned before each call (in place writes to symmetric tensors belong outside compiled
+        # code, see the README); a peer writes this rank's outputs only once this rank has entered.
+        a2a.fill_(-7.0)
+        gathered.fill_(-9.0)
+        return fn(x + i, epoch)
+
+    x = torch.randint(-1000, 1000, (n,), generator=torch.Generator().manual_seed(100 + rank)).float() / 8
+    # The same data both times; the compiled run continues the signals' epochs (never reset).
+    eager = [run(step, i, i + 1) for i in range(iters)]
+    compiled_step = torch.compile(step, fullgraph=True, backend="inductor")
+    compiled = [run(compiled_step, i, iters + i + 1) for i in range(iters)]
+    for i, (e, c) in enumerate(zip(eager, compiled)):
+        for j, (ev, cv) in enumerate(zip(e[:-1], c[:-1])):
+            assert cv.dtype == ev.dtype and cv.shape == ev.shape, f"iteration {i} output {j}"
+            assert torch.equal(cv, ev), f"iteration {i} output {j}: compiled {cv} != eager {ev}"
+        assert int(c[-1]) >= iters + i + 1 and e[-1] >= i + 1
+    explained = torch._dynamo.explain(step)(x, 2 * iters + 1)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    symm.barrier()
+
+
+def scenario_compiled_errors(rank, world):
+    import torch
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    buf = symm.empty(8, dtype=torch.float32)
+    sig = symm.empty(1, dtype=torch.int64)
+    sig.zero_()
+    buf.fill_(5.0)
+    symm.barrier()
+
+    @torch.compile(fullgraph=True)
+    def put_to(rank_arg, src):
+        symm.shmem_put(buf, 0, src, 0, 8, rank_arg)
+
+    @torch.compile(fullgraph=True)
+    def signal_with(op):
+        symm.shmem_signal_op(sig, 0, 1, op, (rank + 1) % world)
+
+    @torch.compile(fullgraph=True)
+    def put_too_much(src):
+        symm.shmem_put(buf, 4, src, 0, 5, (rank + 1) % world)
+
+    _expect(symm.ShmemValueError, "target_rank", put_to, world, torch.ones(8))
+    _expect(symm.ShmemValueError, "signal_op", signal_with, "mul")
+    _expect(symm.ShmemValueError, "size", put_too_much, torch.ones(8))
+    _expect(symm.ShmemTypeError, "signal_op must be an int", signal_with, 1.5)
+    _expect(symm.ShmemTypeError, "target_rank must be an int", put_to, "1", torch.ones(8))
+    _expect(symm.ShmemTypeError, "dtype", put_to, (rank + 1) % world, torch.ones(8, dtype=torch.float64))
+    symm.barrier()
+    assert torch.equal(buf, torch.full((8,), 5.0)), "a rejected call wrote"
+    assert int(sig[0]) == 0, "a rejected signal landed"
+    symm.barrier()
+
+    # The RFC's one-element tensor arguments (and an IntEnum) work compiled too.
+    @torch.compile(fullgraph=True)
+    def put_signal_tensor_args(src, off, size, value, peer):
+        symm.shmem_put_with_signal(buf, off, src, 1, size, sig, 0, value, symm.SignalOp.SET, peer)
+
+    src = torch.arange(8, dtype=torch.float32) + 10 * rank
+    i64 = lambda v: torch.tensor([v], dtype=torch.int64)  # noqa: E731
+    put_signal_tensor_args(src, i64(2), i64(3), i64(7), i64((rank + 1) % world))
+    seen = symm.shmem_wait_for_signal(buf, sig, 0, 7, "eq")
+    frm = (rank - 1) % world
+    want = torch.full((8,), 5.0)
+    want[2:5] = torch.arange(1, 4, dtype=torch.float32) + 10 * frm
+    assert seen == 7 and torch.equal(buf, want), f"{seen} {buf}"
+    symm.barrier()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_compiled_step_is_bit_identical_to_eager(world):
+    assert_job_ok(HERE, "scenario_compiled_equals_eager", world, timeout=600)
+
+
+def test_bad_arguments_inside_a_compiled_function_raise_the_documented_errors():
+    assert_job_ok(HERE, "scenario_compiled_errors", 2, timeout=300)
