@@ -20,12 +20,20 @@ namespace {
 
 std::atomic<Runtime*> g_rt{nullptr};
 
-void OnPeerLost(Runtime* rt, int pe) {
+// Marks every rank of `pes` lost before waking anyone: a waiter woken by the
+// first would otherwise name only it when several died together.
+void OnPeersLost(Runtime* rt, const std::vector<int>& pes) {
   if (rt->finalizing.load()) return;
-  uint8_t expect = static_cast<uint8_t>(PeerState::kAlive);
-  if (rt->peer_state[pe].compare_exchange_strong(expect, static_cast<uint8_t>(PeerState::kLost))) {
-    rt->lost_count.fetch_add(1, std::memory_order_release);
-    HP_WARN("rank %d exited or was killed; waits on this rank will fail", pe);
+  bool any = false;
+  for (int pe : pes) {
+    uint8_t expect = static_cast<uint8_t>(PeerState::kAlive);
+    if (rt->peer_state[pe].compare_exchange_strong(expect, static_cast<uint8_t>(PeerState::kLost))) {
+      rt->lost_count.fetch_add(1, std::memory_order_release);
+      HP_WARN("rank %d exited or was killed; waits on this rank will fail", pe);
+      any = true;
+    }
+  }
+  if (any) {
     // Wake our own sleepers at once; sleepers on other doorbells notice
     // within one sleep slice.
     NotifyAll(&rt->header()->data);
@@ -261,8 +269,8 @@ Status Init(const InitAttr& attr) {
   rt->heap = rt->sym_base + kWorkspaceBytes;
   rt->alloc = std::make_unique<OffsetAllocator>(rt->heap_bytes);
   Runtime* raw = rt.get();
-  rt->shm->StartMonitor([raw](int pe) { OnPeerLost(raw, pe); });
-  if (rt->ucx) rt->ucx->StartMonitor([raw](int pe) { OnPeerLost(raw, pe); });
+  rt->shm->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
+  if (rt->ucx) rt->ucx->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
   // Every rank has connected every peer before anyone uses one.
   s = rt->boot->Barrier();
   if (!s.ok()) {

@@ -288,8 +288,8 @@ Status ShmTransport::Quiet() {
   return Status::OK();
 }
 
-void ShmTransport::StartMonitor(std::function<void(int)> on_peer_lost) {
-  on_lost_ = std::move(on_peer_lost);
+void ShmTransport::StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) {
+  on_lost_ = std::move(on_peers_lost);
   wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   monitor_ = std::thread([this] { MonitorLoop(); });
 }
@@ -303,7 +303,7 @@ void ShmTransport::MonitorLoop() {
     for (int j : peers) pfds.push_back({links_[j].get(), POLLIN | POLLRDHUP, 0});
     if (::poll(pfds.data(), pfds.size(), -1) < 0) continue;
     if (stopping_.load()) break;
-    std::vector<int> alive;
+    std::vector<int> alive, lost_now;
     for (size_t k = 0; k < peers.size(); ++k) {
       short ev = pfds[k + 1].revents;
       bool lost = ev & (POLLHUP | POLLERR | POLLRDHUP);
@@ -311,9 +311,9 @@ void ShmTransport::MonitorLoop() {
         char b;  // nothing is sent after setup: readable means EOF
         lost = ::recv(links_[peers[k]].get(), &b, 1, MSG_DONTWAIT) <= 0;
       }
-      if (lost) on_lost_(peers[k]);
-      else alive.push_back(peers[k]);
+      (lost ? lost_now : alive).push_back(peers[k]);
     }
+    if (!lost_now.empty()) on_lost_(lost_now);
     peers.swap(alive);
   }
 }

@@ -40,7 +40,7 @@ class ShmTransport final : public Transport {
                    int64_t value) override;
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
   Status Quiet() override;
-  void StartMonitor(std::function<void(int)> on_peer_lost) override;
+  void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override;
   void Shutdown() override;
 
  private:
@@ -55,7 +55,7 @@ class ShmTransport final : public Transport {
   std::vector<Fd> links_;  // one connection per same-host peer (this rank dialled the lower ranks)
   Fd wake_;                // eventfd that stops the monitor
   std::thread monitor_;
-  std::function<void(int)> on_lost_;
+  std::function<void(const std::vector<int>&)> on_lost_;
   std::atomic<bool> stopping_{false};
   bool shut_ = false;
 };

@@ -82,9 +82,10 @@ class Transport {
   // that they name those ranks rather than this one, whose connections close.
   virtual void Leave(const std::vector<int>& lost) {}
 
-  // Starts watching the peers; `on_peer_lost(pe)` runs (on a transport
-  // thread) when a peer's process or its connection goes away.
-  virtual void StartMonitor(std::function<void(int)> on_peer_lost) = 0;
+  // Starts watching the peers; `on_peers_lost(pes)` runs (on a transport
+  // thread) when peers' processes or connections go away: every loss seen
+  // at once in one call, so a waiter it wakes names all of them.
+  virtual void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) = 0;
   // Stops the monitor, closes connections and releases mappings and
   // registrations. Idempotent.
   virtual void Shutdown() = 0;

@@ -120,7 +120,7 @@ class Ucx final : public Transport {
   }
   void Interrupt() override { interrupted_.store(true, std::memory_order_release); }
   void Leave(const std::vector<int>& lost) override;
-  void StartMonitor(std::function<void(int)> on_peer_lost) override;
+  void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override;
   void Shutdown() override;
 
  private:
@@ -243,7 +243,7 @@ class Ucx final : public Transport {
   std::atomic<uint32_t> parked_{0};
   std::atomic<int64_t> last_poll_ns_{0};  // when the last poller returned (0: it went to sleep)
   std::mutex lost_mu_;
-  std::function<void(int)> on_lost_;
+  std::function<void(const std::vector<int>&)> on_lost_;
   std::vector<int> lost_early_;  // failures seen before StartMonitor
   bool shut_ = false;
 };
@@ -907,14 +907,14 @@ void Ucx::OnEpError(void* arg, ucp_ep_h, ucs_status_t st) {
 void Ucx::Lost(int pe) {
   if (failed_[pe].exchange(1)) return;
   std::lock_guard<std::mutex> lk(lost_mu_);
-  if (on_lost_) on_lost_(pe);
+  if (on_lost_) on_lost_({pe});
   else lost_early_.push_back(pe);
 }
 
-void Ucx::StartMonitor(std::function<void(int)> on_peer_lost) {
+void Ucx::StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) {
   std::lock_guard<std::mutex> lk(lost_mu_);
-  on_lost_ = std::move(on_peer_lost);
-  for (int pe : lost_early_) on_lost_(pe);
+  on_lost_ = std::move(on_peers_lost);
+  if (!lost_early_.empty()) on_lost_(lost_early_);
   lost_early_.clear();
 }
 
