@@ -17,6 +17,7 @@
 
 #include "fast_path.h"
 #include "hpshmem/hpshmem.h"
+#include "ops/checks/checks.h"
 #include "ops/ops.h"
 
 namespace hpshmem::mindspore_graph {
@@ -188,6 +189,34 @@ NB_MODULE(_hpshmem, m) {
     });
   }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("sig"), nb::arg("width"), nb::arg("value"),
      nb::arg("op"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  // The argument value rules (ops/checks.h): return None or raise ShmemValueError. Sizes in elements.
+  m.def("check_index", [](int64_t v, const std::string& name) { Check(hpshmem::ops::CheckIndex(v, name.c_str())); },
+        nb::arg("value"), nb::arg("name"), "name >= 0.");
+  m.def("check_span", [](int64_t numel, int64_t offset, int64_t size, const std::string& name,
+                         const std::string& offset_name) {
+    Check(hpshmem::ops::CheckSpan(numel, offset, size, name.c_str(), offset_name.c_str()));
+  }, nb::arg("numel"), nb::arg("offset"), nb::arg("size"), nb::arg("name"), nb::arg("offset_name"),
+     "offset + size <= numel (offset and size already >= 0).");
+  m.def("check_copy_range", [](int64_t target_numel, int64_t target_offset, int64_t src_numel, int64_t src_offset,
+                               int64_t size) {
+    Check(hpshmem::ops::CheckCopyRange(target_numel, target_offset, src_numel, src_offset, size));
+  }, nb::arg("target_numel"), nb::arg("target_offset"), nb::arg("src_numel"), nb::arg("src_offset"), nb::arg("size"),
+     "A put/get's offsets and size: each >= 0, both windows inside their tensors.");
+  m.def("check_rank", [](int64_t rank, int64_t world, const std::string& name) {
+    Check(hpshmem::ops::CheckRank(rank, world, name.c_str()));
+  }, nb::arg("rank"), nb::arg("world"), nb::arg("name"), "0 <= rank < world.");
+  m.def("check_block_dim", [](int64_t v) { Check(hpshmem::ops::CheckBlockDim(v)); }, nb::arg("block_dim"),
+        "1 <= block_dim <= 64.");
+  m.def("check_signal_offset", [](int64_t offset, int64_t numel, const std::string& name) {
+    Check(hpshmem::ops::CheckSignalOffset(offset, numel, name.c_str()));
+  }, nb::arg("offset"), nb::arg("numel"), nb::arg("name"), "0 <= offset < numel of signal tensor `name`.");
+  m.def("check_signal_value", [](int64_t value, int width, const std::string& name) {
+    Check(hpshmem::ops::CheckSignalValue(value, width, name.c_str()));
+  }, nb::arg("value"), nb::arg("width"), nb::arg("name"), "value fits a signal word of `width` bytes.");
+  m.def("check_signal_op", [](int64_t op) { Check(hpshmem::ops::CheckSignalOpCode(op)); }, nb::arg("op"),
+        "SET (0) or ADD (1).");
+  m.def("check_compare_op", [](int64_t op) { Check(hpshmem::ops::CheckCompareOpCode(op)); }, nb::arg("op"),
+        "0=eq 1=gt 2=lt 3=ne 4=ge 5=le.");
   m.def("signal", [](uintptr_t sig, int width, int64_t value, int op, int pe) {
     auto t = Width(width);
     // Not a wait and not a copy: a few atomics, cheaper with the GIL held.

@@ -25,6 +25,7 @@
 
 #include "fast_path.h"
 #include "hpshmem/hpshmem.h"
+#include "ops/checks/checks.h"
 #include "ops/ops.h"
 #include "tensor_view.h"
 
@@ -130,14 +131,11 @@ bool Int(PyObject* o, int64_t* v) {
   return true;
 }
 
-bool Index(PyObject* o, int64_t* v) { return Int(o, v) && *v >= 0; }
-
-// offset + size <= numel, without overflow.
-bool Fits(int64_t numel, int64_t offset, int64_t size) { return size <= numel && offset <= numel - size; }
-
+// The value rules are ops/checks: on a violation the fast path declines and the
+// Python path, calling the same checks, raises their message.
 bool Rank(PyObject* o, int* pe) {
   int64_t v;
-  if (!Int(o, &v) || v < 0 || v >= hpshmem::NPes()) return false;
+  if (!Int(o, &v) || !hpshmem::ops::CheckRank(v, hpshmem::NPes(), "target_rank").ok()) return false;
   *pe = static_cast<int>(v);
   return true;
 }
@@ -148,7 +146,7 @@ bool BlockDim(PyObject* o, int* bd) {
     return true;
   }
   int64_t v;
-  if (!Int(o, &v) || v < 1 || v > 64) return false;
+  if (!Int(o, &v) || !hpshmem::ops::CheckBlockDim(v).ok()) return false;
   *bd = static_cast<int>(v);
   return true;
 }
@@ -156,15 +154,14 @@ bool BlockDim(PyObject* o, int* bd) {
 bool SignalWord(PyObject* sig, PyObject* offset, uintptr_t* addr, hpshmem::SignalType* type, int64_t* off) {
   Tensor s;
   if (!Describe(sig, &s) || (s.dtype != g_fw.int32 && s.dtype != g_fw.int64) || !Symmetric(s)) return false;
-  if (!Index(offset, off) || *off >= s.numel) return false;
+  if (!Int(offset, off) || !hpshmem::ops::CheckSignalOffset(*off, s.numel, "signal").ok()) return false;
   *type = s.dtype == g_fw.int32 ? hpshmem::SignalType::kInt32 : hpshmem::SignalType::kInt64;
   *addr = s.addr + static_cast<uintptr_t>(*off) * static_cast<uintptr_t>(s.itemsize);
   return true;
 }
 
 bool SignalValue(PyObject* o, hpshmem::SignalType type, int64_t* v) {
-  if (!Int(o, v)) return false;
-  return type == hpshmem::SignalType::kInt64 || (*v >= INT32_MIN && *v <= INT32_MAX);
+  return Int(o, v) && hpshmem::ops::CheckSignalValue(*v, static_cast<int>(type), "signal_value").ok();
 }
 
 // 0/1 or the names the Python path accepts most often; anything else is its to judge.
@@ -176,7 +173,7 @@ bool SignalOpArg(PyObject* o, hpshmem::SignalOp* op) {
   } else if (!Int(o, &v)) {
     return false;
   }
-  if (v != 0 && v != 1) return false;
+  if (!hpshmem::ops::CheckSignalOpCode(v).ok()) return false;
   *op = static_cast<hpshmem::SignalOp>(v);
   return true;
 }
@@ -190,7 +187,7 @@ bool CompareOpArg(PyObject* o, hpshmem::Cmp* cmp) {
   } else if (!Int(o, &v)) {
     return false;
   }
-  if (v < 0 || v > 5) return false;
+  if (!hpshmem::ops::CheckCompareOpCode(v).ok()) return false;
   *cmp = static_cast<hpshmem::Cmp>(v);
   return true;
 }
@@ -223,8 +220,9 @@ bool CopyCheck(bool put, PyObject* target, PyObject* toff, PyObject* src, PyObje
   Tensor t, s;
   int64_t to, so, n;
   if (!Describe(target, &t) || !Describe(src, &s) || t.dtype != s.dtype) return false;
-  if (!Index(toff, &to) || !Index(soff, &so) || !Index(size, &n)) return false;
-  if (!Fits(t.numel, to, n) || !Fits(s.numel, so, n)) return false;
+  if (!Int(toff, &to) || !Int(soff, &so) || !Int(size, &n) ||
+      !hpshmem::ops::CheckCopyRange(t.numel, to, s.numel, so, n).ok())
+    return false;
   if (!Rank(rank, &a->pe) || !BlockDim(block_dim, &a->block_dim)) return false;
   if (!Symmetric(put ? t : s)) return false;
   a->dst = t.addr + static_cast<uintptr_t>(to) * t.itemsize;
@@ -386,7 +384,9 @@ void RegisterFastPath(nb::module_& m) {
       Tensor s;
       if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s) || s.dtype != r.dtype || (pull && !Symmetric(s)))
         return false;
-      if (!Index(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p])) return false;
+      if (!Int(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p]) ||
+          !hpshmem::ops::CheckIndex(recv_elems[p], "receive_list").ok())
+        return false;
       ptrs[p] = reinterpret_cast<const void*>(s.addr);
       send_elems[p] = s.numel;
       total += recv_elems[p];

@@ -102,9 +102,13 @@ def scenario_graph_errors(rank, world):
         return sg.shmem_wait_for_signal(d, signal, 0, 1, 9)
 
     x = F.full(8, 3.0, "float32")
-    for fn, args, reason in ((past_end, (buf, x), "shmem_put: target: offset + size = 5 + 8 is outside its 8"),
+    # The kernels' messages are the Python API's (one home: ops/checks): the same call eagerly.
+    eager = {past_end: lambda: symm.shmem_put(buf, 5, x, 0, 8, to),
+             bad_rank: lambda: symm.shmem_put(buf, 0, x, 0, 8, world),
+             bad_compare: lambda: symm.shmem_wait_for_signal(x, sig, 0, 1, 9)}
+    for fn, args, reason in ((past_end, (buf, x), "shmem_put: target_offset + size = 5 + 8 = 13 exceeds target's 8"),
                              (bad_rank, (buf, x), f"target_rank {world} is out of range"),
-                             (float_signal, (buf, sigf, x), "signal must be int32 or int64, got float32"),
+                             (float_signal, (buf, sigf, x), "signal must be an int32 or int64 tensor, got float32"),
                              (bad_compare, (sig, x), "compare_op 9 is not one of")):
         try:
             fn(*args)
@@ -112,6 +116,13 @@ def scenario_graph_errors(rank, world):
             assert reason in sg.last_error(), (reason, sg.last_error())
         else:
             raise AssertionError(f"{fn.__name__} did not raise")
+        if fn in eager:
+            try:
+                eager[fn]()
+            except symm.ShmemValueError as e:
+                assert sg.last_error().endswith(": " + str(e)), (sg.last_error(), str(e))
+            else:
+                raise AssertionError(f"{fn.__name__}: the eager call did not raise")
     symm.barrier()
     assert equal(buf, F.full(8, -1.0, "float32")) and equal(sig, F.full(2, 0, "int32")), "a rejected op wrote"
     symm.finalize()

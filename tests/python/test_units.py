@@ -76,7 +76,7 @@ def test_signal_values_must_fit_the_signal_word(width, ok, bad):
     for v in ok:
         assert symm._signal_value(v, width, "signal_value") == v
     for v in bad:
-        with pytest.raises(symm.ShmemValueError, match=f"does not fit the signal's int{8 * width}"):
+        with pytest.raises(symm.ShmemValueError, match=f"does not fit (the signal's|an) int{8 * width}"):
             symm._signal_value(v, width, "signal_value")
 
 

@@ -53,7 +53,7 @@ from hyper_parallel.core.symmetric_memory._base import (
     ShmemValueError, SignalOpArg, Tensor, _handler, _sync, _type_error, _value_error)
 # Private helpers are imported by name too: tests reach some as symm._x.
 from hyper_parallel.core.symmetric_memory._checks import (
-    _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _matrix, _mode, _overlap,
+    _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _int64, _matrix, _mode, _overlap,
     _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor)
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
@@ -334,7 +334,7 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
         raise _value_error(f"receive_list must have world_size = {w} entries, has {len(counts)}")
     if min(counts, default=0) < 0:
         q = next(q for q, v in enumerate(counts) if v < 0)
-        raise _value_error(f"receive_list[{q}] must be >= 0, got {counts[q]}")
+        _C.check_index(_int64(counts[q], f"receive_list[{q}]"), f"receive_list[{q}]")
     if sum(counts) > r_numel:
         raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
     collectives.alltoall(addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim))

@@ -1,18 +1,20 @@
 """The unified API's argument checks, one per kind of argument. Each returns what the runtime
 needs (addresses in bytes, sizes in elements) or raises ShmemValueError/ShmemTypeError naming the
-argument; none writes anything. The binding's fast path accepts only what these accept."""
+argument; none writes anything. What concerns Python objects (ints, tensors, names) is checked
+here; the value rules (ranges, ranks, op codes) are the runtime's ``check_*`` functions
+(ccsrc/symmetric_memory/ops/checks), which the binding's fast path and MindSpore's graph kernels
+apply too, so each rule and its message exist once."""
 from __future__ import annotations
 
 import operator
 
 from hyper_parallel.core.signals import COMPARE_OP_NAMES, SIGNAL_OP_NAMES
-from hyper_parallel.core.symmetric_memory._base import _handler, _type_error, _value_error
+from hyper_parallel.core.symmetric_memory._base import _C, _handler, _type_error, _value_error
 from hyper_parallel.core.symmetric_memory._state import _require_init, _state
 from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores
 
 _SIGNAL_OPS = SIGNAL_OP_NAMES
 _COMPARE_OPS = COMPARE_OP_NAMES
-_COMPARE_NAMES = {v: k for k, v in _COMPARE_OPS.items()}
 
 
 class _Indexed:
@@ -55,7 +57,7 @@ def _symmetric(x, name: str):
 
 
 def _int(x, name: str) -> int:
-    if type(x) is int:  # the common case, first
+    if type(x) is int and -(1 << 63) <= x < (1 << 63):  # the common case, first
         return x
     if isinstance(x, bool):
         raise _type_error(f"{name} must be an int or a one-element integer tensor, got bool")
@@ -67,30 +69,29 @@ def _int(x, name: str) -> int:
         except ValueError as e:
             raise _value_error(str(e)) from None
     try:
-        return operator.index(x)
+        v = operator.index(x)
     except TypeError:
         raise _type_error(f"{name} must be an int or a one-element integer tensor, got {type(x).__name__}") from None
+    return _int64(v, name)
+
+
+def _int64(v: int, name) -> int:
+    """Python ints are unbounded; the runtime's arguments are int64."""
+    if not -(1 << 63) <= v < (1 << 63):
+        raise _value_error(f"{name} {v} does not fit an int64")
+    return v
 
 
 def _index(x, name: str) -> int:
     v = _int(x, name)
-    if v < 0:
-        raise _value_error(f"{name} must be >= 0, got {v}")
+    _C.check_index(v, str(name))
     return v
-
-
-def _span(numel: int, offset: int, size: int, name: str, off_name: str):
-    if offset + size > numel:
-        raise _value_error(f"{off_name} + size = {offset} + {size} = {offset + size} exceeds {name}'s "
-                           f"{numel} elements")
 
 
 def _rank(x, name: str = "target_rank") -> int:
     _require_init("this call")
     r = _int(x, name)
-    world = _state.world
-    if not 0 <= r < world:
-        raise _value_error(f"{name} {r} is out of range [0, {world})")
+    _C.check_rank(r, _state.world, name)
     return r
 
 
@@ -98,8 +99,7 @@ def _block_dim(x) -> int:
     if x is None:
         return 0
     v = _int(x, "block_dim")
-    if not 1 <= v <= 64:
-        raise _value_error(f"block_dim must be in [1, 64], got {v}")
+    _C.check_block_dim(v)
     return v
 
 
@@ -114,17 +114,14 @@ def _signal_tensor(signal, name="signal"):
 def _signal(signal, offset, name="signal"):
     """(address of the signal word, its width in bytes, offset in elements)."""
     addr, numel, itemsize = _signal_tensor(signal, name)
-    off = _index(offset, f"{name}_offset")
-    if off >= numel:
-        raise _value_error(f"{name}_offset {off} is out of range for {name}'s {numel} elements")
+    off = _int(offset, f"{name}_offset")
+    _C.check_signal_offset(off, numel, name)
     return addr + off * itemsize, itemsize, off
 
 
 def _signal_value(x, width: int, name: str) -> int:
     v = _int(x, name)
-    lo, hi = (-(1 << 31), (1 << 31) - 1) if width == 4 else (-(1 << 63), (1 << 63) - 1)
-    if not lo <= v <= hi:
-        raise _value_error(f"{name} {v} does not fit the signal's int{8 * width}")
+    _C.check_signal_value(v, width, name)
     return v
 
 
@@ -134,8 +131,7 @@ def _signal_op(x) -> int:
             raise _value_error(f"signal_op {x!r} is not 'set' or 'add'")
         return _SIGNAL_OPS[x.lower()]
     v = _int(x, "signal_op")
-    if v not in (0, 1):
-        raise _value_error(f"signal_op {v} is not SET (0) or ADD (1)")
+    _C.check_signal_op(v)
     return v
 
 
@@ -145,8 +141,7 @@ def _compare_op(x) -> int:
             raise _value_error(f"compare_op {x!r} is not one of {sorted(_COMPARE_OPS)}")
         return _COMPARE_OPS[x.lower()]
     v = _int(x, "compare_op")
-    if v not in _COMPARE_NAMES:
-        raise _value_error(f"compare_op {v} is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le")
+    _C.check_compare_op(v)
     return v
 
 
@@ -156,9 +151,8 @@ def _copy_args(target, target_offset, src, src_offset, size, target_sym: bool):
     s_addr, s_numel, _, s_dtype = _tensor(src, "src") if target_sym else _symmetric(src, "src")
     if t_dtype != s_dtype:
         raise _type_error(f"target ({t_dtype}) and src ({s_dtype}) must have the same dtype")
-    toff, soff, n = _index(target_offset, "target_offset"), _index(src_offset, "src_offset"), _index(size, "size")
-    _span(t_numel, toff, n, "target", "target_offset")
-    _span(s_numel, soff, n, "src", "src_offset")
+    toff, soff, n = _int(target_offset, "target_offset"), _int(src_offset, "src_offset"), _int(size, "size")
+    _C.check_copy_range(t_numel, toff, s_numel, soff, n)
     return t_addr + toff * itemsize, s_addr + soff * itemsize, n * itemsize
 
 

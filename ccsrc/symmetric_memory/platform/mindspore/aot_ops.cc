@@ -22,6 +22,7 @@
 #include <string>
 
 #include "hpshmem/hpshmem.h"
+#include "ops/checks/checks.h"
 #include "ops/ops.h"
 
 namespace {
@@ -69,96 +70,73 @@ int Fail(const char* op, const std::string& why) {
 
 int Fail(const char* op, const Status& s) { return Fail(op, s.message()); }
 
+// The value rules and their messages are ops/checks (shared with the Python
+// API); what is checked here is how the kernel receives its arguments.
+
 // Reads the one-element integer tensor params[i] named `name`.
-bool Scalar(const Args& a, int i, const char* name, int64_t* out, std::string* why) {
-  if (Numel(a, i) != 1) {
-    *why = std::string(name) + " must be a one-element integer tensor";
-    return false;
-  }
+Status Scalar(const Args& a, int i, const char* name, int64_t* out) {
+  if (Numel(a, i) != 1) return Status::InvalidArgument(std::string(name) + " must be a one-element integer tensor");
   if (std::strcmp(a.dtypes[i], "int64") == 0) {
     *out = *static_cast<const int64_t*>(a.params[i]);
   } else if (std::strcmp(a.dtypes[i], "int32") == 0) {
     *out = *static_cast<const int32_t*>(a.params[i]);
   } else {
-    *why = std::string(name) + " must be int32 or int64, got " + a.dtypes[i];
-    return false;
+    return Status::TypeError(std::string(name) + " must be int32 or int64, got " + a.dtypes[i]);
   }
-  return true;
+  return Status::OK();
 }
 
-// The element range [offset, offset + size) of tensor `i` in bytes: checks bounds and dtype.
-bool Span(const Args& a, int i, const char* name, int64_t offset, int64_t size, size_t itemsize, char** addr,
-          std::string* why) {
-  int64_t numel = Numel(a, i);
-  if (offset < 0 || size < 0 || offset + size > numel) {
-    *why = std::string(name) + ": offset + size = " + std::to_string(offset) + " + " + std::to_string(size) +
-           " is outside its " + std::to_string(numel) + " elements";
-    return false;
-  }
-  *addr = static_cast<char*>(a.params[i]) + offset * static_cast<int64_t>(itemsize);
-  return true;
+// A rank argument, read and checked.
+Status Rank(const Args& a, int i, int64_t* rank) {
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, i, "target_rank", rank));
+  return hpshmem::ops::CheckRank(*rank, hpshmem::NPes(), "target_rank");
 }
 
-bool SignalWord(const Args& a, int i, int64_t offset, void** word, hpshmem::SignalType* type, std::string* why) {
+// Signal tensor i's word at `offset` (checked), and its type.
+Status SignalWord(const Args& a, int i, int64_t offset, void** word, hpshmem::SignalType* type) {
   const char* dt = a.dtypes[i];
   if (std::strcmp(dt, "int32") == 0) {
     *type = hpshmem::SignalType::kInt32;
   } else if (std::strcmp(dt, "int64") == 0) {
     *type = hpshmem::SignalType::kInt64;
   } else {
-    *why = std::string("signal must be int32 or int64, got ") + dt;
-    return false;
+    return Status::TypeError(std::string("signal must be an int32 or int64 tensor, got ") + dt);
   }
-  char* p = nullptr;
-  if (!Span(a, i, "signal", offset, 1, ItemSize(dt), &p, why)) return false;
-  *word = p;
-  return true;
-}
-
-bool Rank(int64_t r, std::string* why) {
-  if (r < 0 || r >= hpshmem::NPes()) {
-    *why = "target_rank " + std::to_string(r) + " is out of range [0, " + std::to_string(hpshmem::NPes()) + ")";
-    return false;
-  }
-  return true;
+  HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::CheckSignalOffset(offset, Numel(a, i), "signal"));
+  *word = static_cast<char*>(a.params[i]) + offset * static_cast<int64_t>(*type);
+  return Status::OK();
 }
 
 // The op takes `inputs` tensors (plus its one output) and the runtime is up.
-bool Ready(const Args& a, int inputs, std::string* why) {
-  if (a.n != inputs + 1) {
-    *why = "expects " + std::to_string(inputs) + " inputs and 1 output";
-    return false;
-  }
-  if (!hpshmem::IsInitialized()) {
-    *why = "call symm.empty() before running a graph that communicates";
-    return false;
-  }
-  return true;
+Status Ready(const Args& a, int inputs) {
+  if (a.n != inputs + 1)
+    return Status::InvalidArgument("expects " + std::to_string(inputs) + " inputs and 1 output");
+  if (!hpshmem::IsInitialized())
+    return Status::NotInitialized("call symm.empty() before running a graph that communicates");
+  return Status::OK();
 }
 
 // The copy arguments every data op starts with: target, target_offset, src, src_offset, size.
-bool CopyArgs(const Args& a, char** t, const char** s, size_t* bytes, std::string* why) {
+Status CopyArgs(const Args& a, char** t, const char** s, size_t* bytes) {
   int64_t toff, soff, size;
-  if (!Scalar(a, 1, "target_offset", &toff, why) || !Scalar(a, 3, "src_offset", &soff, why) ||
-      !Scalar(a, 4, "size", &size, why))
-    return false;
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, 1, "target_offset", &toff));
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, 3, "src_offset", &soff));
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, 4, "size", &size));
   size_t item = ItemSize(a.dtypes[0]);
-  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0) {
-    *why = std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] + ") must share a dtype";
-    return false;
-  }
-  char* src = nullptr;
-  if (!Span(a, 0, "target", toff, size, item, t, why) || !Span(a, 2, "src", soff, size, item, &src, why))
-    return false;
-  *s = src;
+  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0)
+    return Status::TypeError(std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] +
+                             ") must have the same dtype");
+  HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::CheckCopyRange(Numel(a, 0), toff, Numel(a, 2), soff, size));
+  *t = static_cast<char*>(a.params[0]) + toff * static_cast<int64_t>(item);
+  *s = static_cast<const char*>(a.params[2]) + soff * static_cast<int64_t>(item);
   *bytes = static_cast<size_t>(size) * item;
-  return true;
+  return Status::OK();
 }
 
-bool SignalOpCode(int64_t op, std::string* why) {
-  if (op == 0 || op == 1) return true;
-  *why = "signal_op " + std::to_string(op) + " is not SET (0) or ADD (1)";
-  return false;
+// A signal value or compare value for a word of `type`, read and checked.
+Status SignalValue(const Args& a, int i, const char* name, hpshmem::SignalType type, int64_t* value) {
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, i, name, value));
+  return hpshmem::ops::CheckSignalValue(*value, static_cast<int>(type), name);
 }
 
 // The kernel's result: the token (or observed value) on success, the reason on failure.
@@ -168,16 +146,22 @@ int Finish(const Args& a, const char* op, const Status& st, int64_t token) {
   return 0;
 }
 
+// Runs `check` (a Status expression); on failure the kernel fails with its message.
+#define HP_CHECK(check)                      \
+  do {                                       \
+    Status _hp_s = (check);                  \
+    if (!_hp_s.ok()) return Fail(op, _hp_s); \
+  } while (0)
+
 // put/get: (local or symmetric) target, target_offset, src, src_offset, size, rank.
 int Copy(const Args& a, const char* op, bool put) {
-  std::string why;
   char* t = nullptr;
   const char* s = nullptr;
   size_t bytes = 0;
   int64_t rank;
-  if (!Ready(a, 6, &why) || !CopyArgs(a, &t, &s, &bytes, &why) || !Scalar(a, 5, "target_rank", &rank, &why) ||
-      !Rank(rank, &why))
-    return Fail(op, why);
+  HP_CHECK(Ready(a, 6));
+  HP_CHECK(CopyArgs(a, &t, &s, &bytes));
+  HP_CHECK(Rank(a, 5, &rank));
   Status st = put ? hpshmem::ops::PutMem(t, s, bytes, static_cast<int>(rank))
                   : hpshmem::ops::GetMem(t, s, bytes, static_cast<int>(rank));
   return Finish(a, op, st, 1);
@@ -206,18 +190,20 @@ HP_MS_KERNEL(HpMsGetMem) { return Copy({nparam, params, ndims, shapes, dtypes}, 
 HP_MS_KERNEL(HpMsPutMemSignal) {
   const char* op = "shmem_put_with_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
-  std::string why;
   char* t = nullptr;
   const char* s = nullptr;
   size_t bytes = 0;
   int64_t off, value, sop, rank;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Ready(a, 10, &why) || !Scalar(a, 6, "signal_offset", &off, &why) ||
-      !Scalar(a, 7, "signal_value", &value, &why) || !Scalar(a, 8, "signal_op", &sop, &why) ||
-      !Scalar(a, 9, "target_rank", &rank, &why) || !Rank(rank, &why) || !SignalOpCode(sop, &why) ||
-      !CopyArgs(a, &t, &s, &bytes, &why) || !SignalWord(a, 5, off, &sig, &type, &why))
-    return Fail(op, why);
+  HP_CHECK(Ready(a, 10));
+  HP_CHECK(CopyArgs(a, &t, &s, &bytes));
+  HP_CHECK(Scalar(a, 6, "signal_offset", &off));
+  HP_CHECK(SignalWord(a, 5, off, &sig, &type));
+  HP_CHECK(SignalValue(a, 7, "signal_value", type, &value));
+  HP_CHECK(Scalar(a, 8, "signal_op", &sop));
+  HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
+  HP_CHECK(Rank(a, 9, &rank));
   return Finish(a, op,
                 hpshmem::ops::PutMemSignal(t, s, bytes, sig, type, value, static_cast<hpshmem::SignalOp>(sop),
                                            static_cast<int>(rank)),
@@ -228,15 +214,16 @@ HP_MS_KERNEL(HpMsPutMemSignal) {
 HP_MS_KERNEL(HpMsSignalOp) {
   const char* op = "shmem_signal_op";
   Args a{nparam, params, ndims, shapes, dtypes};
-  std::string why;
   int64_t off, value, sop, rank;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Ready(a, 5, &why) || !Scalar(a, 1, "signal_offset", &off, &why) ||
-      !Scalar(a, 2, "signal_value", &value, &why) || !Scalar(a, 3, "signal_op", &sop, &why) ||
-      !Scalar(a, 4, "target_rank", &rank, &why) || !Rank(rank, &why) || !SignalWord(a, 0, off, &sig, &type, &why) ||
-      !SignalOpCode(sop, &why))
-    return Fail(op, why);
+  HP_CHECK(Ready(a, 5));
+  HP_CHECK(Scalar(a, 1, "signal_offset", &off));
+  HP_CHECK(SignalWord(a, 0, off, &sig, &type));
+  HP_CHECK(SignalValue(a, 2, "signal_value", type, &value));
+  HP_CHECK(Scalar(a, 3, "signal_op", &sop));
+  HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
+  HP_CHECK(Rank(a, 4, &rank));
   return Finish(a, op,
                 hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop),
                                              static_cast<int>(rank)),
@@ -247,15 +234,15 @@ HP_MS_KERNEL(HpMsSignalOp) {
 HP_MS_KERNEL(HpMsSignalWaitUntil) {
   const char* op = "shmem_wait_for_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
-  std::string why;
   int64_t off, value, cmp;
   void* sig = nullptr;
   hpshmem::SignalType type;
-  if (!Ready(a, 5, &why) || !Scalar(a, 2, "signal_offset", &off, &why) ||
-      !Scalar(a, 3, "compare_value", &value, &why) || !Scalar(a, 4, "compare_op", &cmp, &why) ||
-      !SignalWord(a, 1, off, &sig, &type, &why))
-    return Fail(op, why);
-  if (cmp < 0 || cmp > 5) return Fail(op, "compare_op " + std::to_string(cmp) + " is not one of 0=eq .. 5=le");
+  HP_CHECK(Ready(a, 5));
+  HP_CHECK(Scalar(a, 2, "signal_offset", &off));
+  HP_CHECK(SignalWord(a, 1, off, &sig, &type));
+  HP_CHECK(SignalValue(a, 3, "compare_value", type, &value));
+  HP_CHECK(Scalar(a, 4, "compare_op", &cmp));
+  HP_CHECK(hpshmem::ops::CheckCompareOpCode(cmp));
   std::string label = "signal[" + std::to_string(off) + "]";
   int64_t observed = 0;
   Status st = hpshmem::ops::SignalWaitUntil(sig, type, static_cast<hpshmem::Cmp>(cmp), value, &observed,
@@ -267,7 +254,6 @@ HP_MS_KERNEL(HpMsSignalWaitUntil) {
 HP_MS_KERNEL(HpMsBarrier) {
   const char* op = "barrier";
   Args a{nparam, params, ndims, shapes, dtypes};
-  std::string why;
-  if (!Ready(a, 1, &why)) return Fail(op, why);
+  HP_CHECK(Ready(a, 1));
   return Finish(a, op, hpshmem::Barrier(), 1);
 }

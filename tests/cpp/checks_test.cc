@@ -1,0 +1,66 @@
+// The argument value rules every front end shares (ops/checks): boundaries,
+// and messages that print offsets and sizes exactly even where their sum
+// overflows int64.
+#include "ops/checks/checks.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+namespace hpshmem::ops {
+namespace {
+
+void ExpectInvalid(const Status& s, const std::string& message) {
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+  EXPECT_EQ(s.message(), message);
+}
+
+TEST(ArgumentChecks, CopyRangeAcceptsWindowsFlushWithTheEndAndNothingPast) {
+  EXPECT_TRUE(CheckCopyRange(10, 3, 7, 0, 7).ok());
+  EXPECT_TRUE(CheckCopyRange(0, 0, 0, 0, 0).ok());
+  EXPECT_TRUE(CheckCopyRange(5, 5, 5, 5, 0).ok());  // an empty window at the very end
+  ExpectInvalid(CheckCopyRange(10, 4, 7, 0, 7), "target_offset + size = 4 + 7 = 11 exceeds target's 10 elements");
+  ExpectInvalid(CheckCopyRange(10, 0, 7, 1, 7), "src_offset + size = 1 + 7 = 8 exceeds src's 7 elements");
+  ExpectInvalid(CheckCopyRange(10, -1, 7, 0, 1), "target_offset must be >= 0, got -1");
+  ExpectInvalid(CheckCopyRange(10, 0, 7, -2, 1), "src_offset must be >= 0, got -2");
+  ExpectInvalid(CheckCopyRange(10, 0, 7, 0, -3), "size must be >= 0, got -3");
+}
+
+TEST(ArgumentChecks, SpanDoesNotOverflowAndPrintsTheExactSum) {
+  const int64_t max = INT64_MAX;
+  ExpectInvalid(CheckSpan(10, max, max, "target", "target_offset"),
+                "target_offset + size = 9223372036854775807 + 9223372036854775807 = 18446744073709551614 exceeds "
+                "target's 10 elements");
+  ExpectInvalid(CheckSpan(max, 1, max, "src", "src_offset"),
+                "src_offset + size = 1 + 9223372036854775807 = 9223372036854775808 exceeds src's "
+                "9223372036854775807 elements");
+  EXPECT_TRUE(CheckSpan(max, 1, max - 1, "src", "src_offset").ok());
+}
+
+TEST(ArgumentChecks, RanksBlockDimsSignalWordsValuesAndOpCodes) {
+  EXPECT_TRUE(CheckRank(0, 1, "target_rank").ok());
+  EXPECT_TRUE(CheckRank(3, 4, "target_rank").ok());
+  ExpectInvalid(CheckRank(4, 4, "target_rank"), "target_rank 4 is out of range [0, 4)");
+  ExpectInvalid(CheckRank(-1, 4, "peer"), "peer -1 is out of range [0, 4)");
+  EXPECT_TRUE(CheckBlockDim(1).ok() && CheckBlockDim(64).ok());
+  ExpectInvalid(CheckBlockDim(0), "block_dim must be in [1, 64], got 0");
+  ExpectInvalid(CheckBlockDim(65), "block_dim must be in [1, 64], got 65");
+  EXPECT_TRUE(CheckSignalOffset(2, 3, "signal").ok());
+  ExpectInvalid(CheckSignalOffset(3, 3, "signal"), "signal_offset 3 is out of range for signal's 3 elements");
+  ExpectInvalid(CheckSignalOffset(-1, 3, "signal"), "signal_offset must be >= 0, got -1");
+  EXPECT_TRUE(CheckSignalValue(INT32_MIN, 4, "v").ok() && CheckSignalValue(INT32_MAX, 4, "v").ok());
+  EXPECT_TRUE(CheckSignalValue(INT64_MIN, 8, "v").ok() && CheckSignalValue(INT64_MAX, 8, "v").ok());
+  ExpectInvalid(CheckSignalValue(int64_t{INT32_MAX} + 1, 4, "signal_value"),
+                "signal_value 2147483648 does not fit the signal's int32");
+  ExpectInvalid(CheckSignalValue(int64_t{INT32_MIN} - 1, 4, "compare_value"),
+                "compare_value -2147483649 does not fit the signal's int32");
+  EXPECT_TRUE(CheckSignalOpCode(0).ok() && CheckSignalOpCode(1).ok());
+  ExpectInvalid(CheckSignalOpCode(2), "signal_op 2 is not SET (0) or ADD (1)");
+  for (int c = 0; c <= 5; ++c) EXPECT_TRUE(CheckCompareOpCode(c).ok());
+  ExpectInvalid(CheckCompareOpCode(6), "compare_op 6 is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le");
+  ExpectInvalid(CheckCompareOpCode(-1), "compare_op -1 is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le");
+}
+
+}  // namespace
+}  // namespace hpshmem::ops
