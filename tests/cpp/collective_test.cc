@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -132,6 +133,139 @@ TEST(Collective, AlltoallUnevenPiecesAndMismatch4Ranks) {
     std::vector<const void*> sends(n, s);
     std::vector<int64_t> ones(n, 1);
     RCHECK_OK(hpshmem::ops::Alltoall(sends.data(), ones.data(), recv, ones.data(), item, false));
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+namespace {
+
+// Rank `src`'s input element i in call `call`: small integers, exact in every dtype.
+int64_t Input(int src, size_t i, int call) { return static_cast<int64_t>((src * 7 + i * 3 + call * 5) % 23) - 11; }
+
+}  // namespace
+
+// Every op on int64 and float32, both algorithms, sizes around the blocks of
+// the two-shot split; back to back with no barrier (a faster peer must not
+// disturb a slower rank's call), against the reduction computed here.
+TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    using hpshmem::ops::AllreduceAlgorithm;
+    using hpshmem::ops::DType;
+    using hpshmem::ops::ReduceOp;
+    const size_t sizes[] = {0, 1, 7, 4099, 70001};
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(70001 * 8, &buf));
+    int call = 0;
+    for (size_t count : sizes) {
+      for (int op = 0; op < 5; ++op) {
+        for (auto algo : {AllreduceAlgorithm::kOneShot, AllreduceAlgorithm::kTwoShot, AllreduceAlgorithm::kAuto}) {
+          ++call;
+          auto* i64 = static_cast<int64_t*>(buf);
+          for (size_t i = 0; i < count; ++i) i64[i] = Input(rank, i, call) + (op == 4 ? 14 : 0);
+          RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt64, static_cast<ReduceOp>(op), algo));
+          for (size_t i = 0; i < count; ++i) {
+            int64_t want = Input(0, i, call) + (op == 4 ? 14 : 0);
+            for (int p = 1; p < n; ++p) {
+              int64_t v = Input(p, i, call) + (op == 4 ? 14 : 0);
+              want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
+            }
+            if (op == 1) want /= n;
+            RCHECK(i64[i] == want, "int64 op " + std::to_string(op) + " n=" + std::to_string(count) + " i=" +
+                                       std::to_string(i) + ": " + std::to_string(i64[i]) + " != " + std::to_string(want));
+          }
+          ++call;
+          auto* f = static_cast<float*>(buf);
+          for (size_t i = 0; i < count; ++i) f[i] = static_cast<float>(Input(rank, i, call)) / 8;
+          RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kFloat32, static_cast<ReduceOp>(op), algo));
+          for (size_t i = 0; i < count; ++i) {
+            float want = static_cast<float>(Input(0, i, call)) / 8;
+            for (int p = 1; p < n; ++p) {
+              float v = static_cast<float>(Input(p, i, call)) / 8;
+              want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
+            }
+            if (op == 1) want /= static_cast<float>(n);
+            RCHECK(std::memcmp(&f[i], &want, 4) == 0, "float32 op " + std::to_string(op) + " i=" + std::to_string(i));
+          }
+        }
+      }
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Half precision is summed in float32 in rank order and rounded once: with
+// values that lose bits when rounded at every step, the result tells.
+TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
+  auto r = RunJob(3, [](int rank, int n) {
+    const size_t count = 1001;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(count * 2, &buf));
+    auto* h = static_cast<_Float16*>(buf);
+    auto value = [](int p, size_t i) { return static_cast<float>(p == 0 ? 2048 : 0.5 + 0.25 * (i % 3)); };
+    for (size_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(value(rank, i));
+    RCHECK_OK(hpshmem::ops::Allreduce(buf, count, hpshmem::ops::DType::kFloat16, hpshmem::ops::ReduceOp::kSum));
+    for (size_t i = 0; i < count; ++i) {
+      float acc = 0;
+      for (int p = 0; p < n; ++p) acc += value(p, i);
+      RCHECK(h[i] == static_cast<_Float16>(acc), "float16 sum i=" + std::to_string(i));
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
+  auto r = RunJob(3, [](int rank, int n) {
+    const size_t count = 4099;
+    void* in;
+    RCHECK_OK(hpshmem::Malloc(count * n * 4, &in));
+    std::vector<int32_t> out(count);
+    for (int call = 0; call < 20; ++call) {
+      auto* v = static_cast<int32_t*>(in);
+      for (size_t i = 0; i < count * n; ++i) v[i] = static_cast<int32_t>(Input(rank, i, call));
+      RCHECK_OK(hpshmem::ops::ReduceScatter(out.data(), in, count, hpshmem::ops::DType::kInt32,
+                                            hpshmem::ops::ReduceOp::kSum));
+      for (size_t i = 0; i < count; ++i) {
+        int64_t want = 0;
+        for (int p = 0; p < n; ++p) want += Input(p, rank * count + i, call);
+        RCHECK(out[i] == want, "reduce_scatter call " + std::to_string(call));
+      }
+      for (size_t i = 0; i < count * n; ++i)
+        RCHECK(v[i] == Input(rank, i, call), "reduce_scatter changed its input");
+      int root = call % n;
+      auto* b = static_cast<unsigned char*>(in);
+      for (size_t i = 0; i < 1001; ++i) b[i] = rank == root ? Byte(root, i, call) : 0xEE;
+      RCHECK_OK(hpshmem::ops::Broadcast(in, 1001, root));
+      for (size_t i = 0; i < 1001; ++i) RCHECK(b[i] == Byte(root, i, call), "broadcast call " + std::to_string(call));
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Ranks that pass different sizes, ops or roots all fail, nothing is written,
+// and the next call works.
+TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {
+  auto r = RunJob(3, [](int rank, int n) {
+    using hpshmem::ops::DType;
+    using hpshmem::ops::ReduceOp;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(64 * 8, &buf));
+    auto* v = static_cast<int64_t*>(buf);
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 64; ++i) v[i] = rank + 1;
+      hpshmem::Status s =
+          round == 0 ? hpshmem::ops::Allreduce(buf, rank == 2 ? 63 : 64, DType::kInt64, ReduceOp::kSum)
+          : round == 1 ? hpshmem::ops::Allreduce(buf, 64, DType::kInt64, rank == 1 ? ReduceOp::kMax : ReduceOp::kSum)
+                       : hpshmem::ops::Broadcast(buf, 64, rank == 0 ? 1 : 0);
+      RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
+      RCHECK(s.message().find("ranks disagree") != std::string::npos, s.message());
+      for (int i = 0; i < 64; ++i) RCHECK(v[i] == rank + 1, "a mismatched call wrote");
+      RCHECK_OK(hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum));
+      for (int i = 0; i < 64; ++i) RCHECK(v[i] == n * (n + 1) / 2, "the call after a mismatch");
+    }
+    RCHECK_OK(hpshmem::Barrier());
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 
 #include "hpshmem/hpshmem.h"
+#include "ops/checks/checks.h"
+#include "ops/reduce/reduce.h"
 
 namespace hpshmem::ops {
 
@@ -93,5 +95,31 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
 // sides, after the call has completed everywhere (nobody hangs).
 Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
                 size_t itemsize, bool pull, int block_dim = 0);
+
+// ---------------------------------------------------------------- reducing collectives
+// Deterministic: every rank reduces the ranks' values in rank order (0, 1,
+// ..., W-1), so all get the same bits, call after call. Ranks that pass
+// different counts, dtypes, ops or roots fail with kCollectiveMismatch on
+// every rank, before any buffer is touched.
+
+enum class AllreduceAlgorithm : int {
+  kAuto,     // one-shot up to kOneShotMaxBytes (or on 2 ranks), two-shot above
+  kOneShot,  // every rank reads every rank's whole tensor and reduces all of it
+  kTwoShot,  // rank r reduces block r of every rank's tensor, then puts it into everyone's block r
+};
+constexpr size_t kOneShotMaxBytes = 256 * 1024;
+
+// Collective. `data` (symmetric, `count` elements of `dtype`) becomes, on
+// every rank, the element-wise `op` of every rank's `data`.
+Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op,
+                 AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto);
+
+// Collective. `out` (`count` elements, any memory) = block r (elements
+// [r*count, (r+1)*count)) of the element-wise `op` of every rank's `in`
+// (symmetric, W*count elements), on rank r. `in` is unchanged.
+Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op);
+
+// Collective. `data` (symmetric, `bytes` bytes) on every rank = root's.
+Status Broadcast(void* data, size_t bytes, int root);
 
 }  // namespace hpshmem::ops

@@ -3,10 +3,12 @@
 // and bumps the peer's arrival counter. Pull: the owner announces the call
 // (its data is in place) and each consumer reads the pieces itself, in rank
 // order, then tells the owner it is done reading.
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "ops/ops.h"
+#include "ops/reduce/reduce.h"
 
 namespace hpshmem::ops {
 namespace {
@@ -85,6 +87,82 @@ Status Mismatch(int sender, int receiver, int64_t n, int64_t want) {
   return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " +
                                     std::to_string(n) + " elements to rank " + std::to_string(receiver) +
                                     ", whose receive_list expects " + std::to_string(want));
+}
+
+
+// ---- the reducing collectives and broadcast
+
+const char* DTypeName(int64_t d) {
+  static const char* kNames[] = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64"};
+  return d >= 0 && d < 9 ? kNames[d] : "?";
+}
+
+const char* OpName(int64_t o) {
+  static const char* kNames[] = {"sum", "avg", "max", "min", "prod"};
+  return o >= 0 && o < 5 ? kNames[o] : "?";
+}
+
+// What every rank of a call must pass alike, as the two words BeginPlaced
+// carries: an element (or byte) count, and the rest packed in one word.
+int64_t Pack(int64_t dtype, int64_t op, int64_t extra) { return (extra << 16) | (dtype << 8) | op; }
+
+std::string Describe(const char* what, int64_t count, int64_t packed) {
+  if (std::strcmp(what, "shmem_broadcast") == 0)
+    return std::to_string(count) + " bytes from root " + std::to_string(packed >> 16);
+  return std::to_string(count) + " elements of " + DTypeName((packed >> 8) & 0xff) + " with op " +
+         OpName(packed & 0xff);
+}
+
+// Every rank compares every rank's words for call `epoch`, so all reach the
+// same verdict. On a mismatch nobody leaves before everyone has read the
+// words (a rank gone ahead would overwrite them), then all fail alike.
+Status Agree(const Job& j, int64_t epoch, int64_t count, int64_t packed, const char* what) {
+  int bad = -1;
+  for (int p = 0; p < j.w; ++p) {
+    if (p == j.me) continue;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, epoch));
+    if (bad < 0 && (j.L.place[2 * p] != count || j.L.place[2 * p + 1] != packed)) bad = p;
+  }
+  if (bad < 0) return Status::OK();
+  for (int p = 0; p < j.w; ++p)
+    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
+  return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(j.me) +
+                                    " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) +
+                                    " " + Describe(what, j.L.place[2 * bad], j.L.place[2 * bad + 1]));
+}
+
+Status BeginAgreed(const Job& j, int64_t* epoch, int64_t count, int64_t packed, const char* what) {
+  HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, epoch, [&](int, int64_t* words) {
+    words[0] = count;
+    words[1] = packed;
+  }));
+  return Agree(j, *epoch, count, packed, what);
+}
+
+// The copy of `bytes` at symmetric `local` on rank p: read in place when p's
+// memory is mapped here, else fetched into `scratch`.
+Status PeerView(const void* local, size_t bytes, int p, std::vector<char>* scratch, const void** out) {
+  if (void* direct = hpshmem::Ptr(local, p)) {
+    *out = direct;
+    return Status::OK();
+  }
+  scratch->resize(bytes);
+  HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(scratch->data(), local, bytes, p));
+  *out = scratch->data();
+  return Status::OK();
+}
+
+// Reduces element range [lo, hi) of symmetric `data` over every rank, in rank
+// order, into `out`. Peers must have entered the call.
+Status ReduceRange(const Job& j, const char* data, size_t lo, size_t hi, size_t item, DType dtype, ReduceOp op,
+                   void* out) {
+  std::vector<const void*> srcs(j.w);
+  std::vector<std::vector<char>> scratch(j.w);
+  size_t bytes = (hi - lo) * item;
+  for (int p = 0; p < j.w; ++p)
+    HPSHMEM_RETURN_IF_ERROR(PeerView(data + lo * item, bytes, p, &scratch[p], &srcs[p]));
+  return ReduceInto(out, srcs.data(), j.w, hi - lo, dtype, op, j.w);
 }
 
 }  // namespace
@@ -240,6 +318,92 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
                                       "'s receive sizes disagree with what its peers send");
   }
   return Status::OK();
+}
+
+Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm) {
+  const char* what = "shmem_allreduce";
+  size_t item = DTypeSize(dtype);
+  if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  auto* d = static_cast<char*>(data);
+  size_t bytes = count * item;
+  if (algorithm == AllreduceAlgorithm::kAuto)
+    algorithm = bytes <= kOneShotMaxBytes || j.w <= 2 ? AllreduceAlgorithm::kOneShot : AllreduceAlgorithm::kTwoShot;
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read this buffer from an earlier call
+  int64_t e;
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
+                                      Pack(static_cast<int>(dtype), static_cast<int>(op), 0), what));
+  if (j.w == 1) return ReduceRange(j, d, 0, count, item, dtype, op, d);  // avg over one rank, in place
+  if (algorithm == AllreduceAlgorithm::kOneShot) {
+    // Every rank reduces the whole tensor from every rank's copy; it may
+    // overwrite its own copy once every peer has finished reading it.
+    std::vector<char> out(bytes);
+    HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, 0, count, item, dtype, op, out.data()));
+    for (int p = 0; p < j.w; ++p)
+      if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
+    HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
+    if (bytes) std::memcpy(d, out.data(), bytes);
+    return Status::OK();
+  }
+  // Two-shot: rank r reduces element block r from every rank, then puts the
+  // result into block r of every rank. Block r is read and written by rank r
+  // alone, so nothing waits between the two halves.
+  size_t lo = count * j.me / j.w, hi = count * (j.me + 1) / j.w;
+  std::vector<char> out((hi - lo) * item);
+  HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, lo, hi, item, dtype, op, out.data()));
+  for (int k = 0; k < j.w; ++k) {
+    int p = (j.me + k) % j.w;
+    if (p == j.me) {
+      if (!out.empty()) std::memcpy(d + lo * item, out.data(), out.size());
+      continue;
+    }
+    HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(d + lo * item, out.data(), out.size(), j.L.arrivals, kWord, 1,
+                                              SignalOp::kAdd, p));
+  }
+  return WaitArrivals(j, j.w - 1);
+}
+
+Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op) {
+  const char* what = "shmem_reduce_scatter";
+  size_t item = DTypeSize(dtype);
+  if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
+  int64_t e;
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
+                                      Pack(static_cast<int>(dtype), static_cast<int>(op), 1), what));
+  const char* src = static_cast<const char*>(in);
+  HPSHMEM_RETURN_IF_ERROR(
+      ReduceRange(j, src, count * j.me, count * (j.me + 1), item, dtype, op, out));
+  for (int p = 0; p < j.w; ++p)
+    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
+  // The caller may reuse `in` once we return: wait for every reader.
+  return WaitConsumed(j, j.w - 1);
+}
+
+Status Broadcast(void* data, size_t bytes, int root) {
+  const char* what = "shmem_broadcast";
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  if (root < 0 || root >= j.w) return CheckRank(root, j.w, "root");
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
+  int64_t e;
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(bytes), Pack(0, 0, root), what));
+  if (j.me == root) {
+    for (int k = 1; k < j.w; ++k) {
+      int p = (j.me + k) % j.w;
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data, data, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd, p));
+    }
+  } else {
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, 1));
+  }
+  // A rank that left now could overwrite the words of this call that a slower
+  // rank has yet to compare (Agree): everyone leaves once all have compared.
+  for (int p = 0; p < j.w; ++p)
+    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
+  return WaitConsumed(j, j.w - 1);
 }
 
 }  // namespace hpshmem::ops

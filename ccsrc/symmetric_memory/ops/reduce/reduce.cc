@@ -1,0 +1,182 @@
+#include "ops/reduce/reduce.h"
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace hpshmem::ops {
+namespace {
+
+// Half-precision storage types and their conversions (round to nearest even).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+float ToFloat(Half h) {
+  _Float16 f;
+  std::memcpy(&f, &h.bits, 2);
+  return static_cast<float>(f);
+}
+Half FromFloat(float v, Half*) {
+  _Float16 f = static_cast<_Float16>(v);
+  Half h;
+  std::memcpy(&h.bits, &f, 2);
+  return h;
+}
+float ToFloat(BFloat16 b) {
+  uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+BFloat16 FromFloat(float v, BFloat16*) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((u >> 16) | 0x40)};  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1);
+  return BFloat16{static_cast<uint16_t>(u >> 16)};
+}
+
+template <class T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<Half> {
+  using type = float;
+};
+template <>
+struct Acc<BFloat16> {
+  using type = float;
+};
+
+template <class T>
+typename Acc<T>::type Load(const T& v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return ToFloat(v);
+  else return v;
+}
+template <class T>
+T Store(typename Acc<T>::type v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return FromFloat(v, static_cast<T*>(nullptr));
+  else return v;
+}
+
+// Integer sums and products wrap (two's complement), as the frameworks' do.
+template <class A>
+A Add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class A>
+A Mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;  // no promotion to signed int
+    return static_cast<A>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+  } else {
+    return a * b;
+  }
+}
+// NaN wins, as in torch.maximum / torch.minimum.
+template <class A>
+A Max(A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return b > a ? b : a;
+}
+template <class A>
+A Min(A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return b < a ? b : a;
+}
+
+template <class A>
+A Divide(A v, int64_t d) {
+  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<int64_t>(v) / d);
+  else return static_cast<A>(v / static_cast<A>(d));
+}
+
+template <class T, ReduceOp kOp>
+void Reduce(T* out, const T* const* src, int n, size_t count, int64_t divisor) {
+  using A = typename Acc<T>::type;
+  constexpr size_t kBlock = 1024;  // accumulators stay in L1 while the sources stream by
+  A acc[kBlock];
+  for (size_t i0 = 0; i0 < count; i0 += kBlock) {
+    size_t m = count - i0 < kBlock ? count - i0 : kBlock;
+    const T* s0 = src[0] + i0;
+    for (size_t i = 0; i < m; ++i) acc[i] = Load(s0[i]);
+    for (int k = 1; k < n; ++k) {
+      const T* s = src[k] + i0;
+      for (size_t i = 0; i < m; ++i) {
+        A v = Load(s[i]);
+        if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) acc[i] = Add(acc[i], v);
+        else if constexpr (kOp == ReduceOp::kProd) acc[i] = Mul(acc[i], v);
+        else if constexpr (kOp == ReduceOp::kMax) acc[i] = Max(acc[i], v);
+        else acc[i] = Min(acc[i], v);
+      }
+    }
+    if constexpr (kOp == ReduceOp::kAvg)
+      for (size_t i = 0; i < m; ++i) acc[i] = Divide(acc[i], divisor);
+    T* o = out + i0;
+    for (size_t i = 0; i < m; ++i) o[i] = Store<T>(acc[i]);
+  }
+}
+
+template <class T>
+Status ReduceTyped(void* out, const void* const* srcs, int n, size_t count, ReduceOp op, int64_t divisor) {
+  auto* o = static_cast<T*>(out);
+  auto* s = reinterpret_cast<const T* const*>(srcs);
+  switch (op) {
+    case ReduceOp::kSum: Reduce<T, ReduceOp::kSum>(o, s, n, count, divisor); break;
+    case ReduceOp::kAvg: Reduce<T, ReduceOp::kAvg>(o, s, n, count, divisor); break;
+    case ReduceOp::kMax: Reduce<T, ReduceOp::kMax>(o, s, n, count, divisor); break;
+    case ReduceOp::kMin: Reduce<T, ReduceOp::kMin>(o, s, n, count, divisor); break;
+    case ReduceOp::kProd: Reduce<T, ReduceOp::kProd>(o, s, n, count, divisor); break;
+    default: return Status::InvalidArgument("reduce op " + std::to_string(static_cast<int>(op)) + " is unknown");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: case DType::kInt32: return 4;
+    case DType::kFloat64: case DType::kInt64: return 8;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 2;
+    case DType::kInt8: case DType::kUInt8: return 1;
+  }
+  return 0;
+}
+
+Status ReduceInto(void* out, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op,
+                  int64_t divisor) {
+  if (n < 1) return Status::InvalidArgument("ReduceInto: no sources");
+  if (divisor < 1) return Status::InvalidArgument("ReduceInto: divisor must be >= 1");
+  switch (dtype) {
+    case DType::kFloat32: return ReduceTyped<float>(out, srcs, n, count, op, divisor);
+    case DType::kFloat64: return ReduceTyped<double>(out, srcs, n, count, op, divisor);
+    case DType::kFloat16: return ReduceTyped<Half>(out, srcs, n, count, op, divisor);
+    case DType::kBFloat16: return ReduceTyped<BFloat16>(out, srcs, n, count, op, divisor);
+    case DType::kInt8: return ReduceTyped<int8_t>(out, srcs, n, count, op, divisor);
+    case DType::kUInt8: return ReduceTyped<uint8_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt16: return ReduceTyped<int16_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt32: return ReduceTyped<int32_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt64: return ReduceTyped<int64_t>(out, srcs, n, count, op, divisor);
+  }
+  return Status::TypeError("dtype code " + std::to_string(static_cast<int>(dtype)) + " cannot be reduced");
+}
+
+}  // namespace hpshmem::ops
