@@ -64,7 +64,7 @@ def _worker(rank, world, port, out, quick):
         # replacements registered), and a put inside a compiled function (graph call included).
         put_op = torch.ops.hyper_parallel.put
         rows.append(("shmem_put (8 B) as torch.ops call", "hyper_parallel",
-                     _timed(lambda: put_op(buf, src, [0, 0, 1, 1], [None] * 4, None), budget)))
+                     _timed(lambda: put_op(buf, src, [0, 0, 1, 1], [None] * 4, "\0\0\0", None), budget)))
         import torch._dynamo  # noqa: F401
         rows.append(("shmem_put (8 B), dynamo loaded", "hyper_parallel",
                      _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))

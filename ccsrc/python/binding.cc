@@ -274,6 +274,25 @@ NB_MODULE(_hpshmem, m) {
     });
   }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
      nb::arg("pull"), nb::arg("block_dim") = 0);
+  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm) {
+    NoGil([&] {
+      return hpshmem::ops::Allreduce(P(data), count, static_cast<hpshmem::ops::DType>(dtype),
+                                     static_cast<hpshmem::ops::ReduceOp>(op),
+                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm));
+    });
+  }, nb::arg("data"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("algorithm") = 0,
+     "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
+     "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm.");
+  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op) {
+    NoGil([&] {
+      return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
+                                         static_cast<hpshmem::ops::ReduceOp>(op));
+    });
+  }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"),
+     "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count).");
+  m.def("broadcast", [](uintptr_t data, size_t bytes, int root) {
+    NoGil([&] { return hpshmem::ops::Broadcast(P(data), bytes, root); });
+  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), "Collective: symmetric `data` (bytes) = root's.");
   m.def("debug_state", &hpshmem::DebugState);
   m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
         "Why the last MindSpore graph-mode kernel failed (empty if none did).");

@@ -39,6 +39,8 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
     gather_out = symm.empty(world * m, k, dtype=torch.float32)
     rs_sig = symm.empty(world, dtype=torch.int64)
     slots = symm.empty(world * m * 4, dtype=torch.float32)
+    red = symm.empty(n, dtype=torch.float32)
+    scattered = torch.empty(n, dtype=torch.float32)
     for s in (sig, fsig, rs_sig):
         s.zero_()
     symm.barrier()
@@ -56,12 +58,16 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
         symm.shmem_alltoall(sends, a2a, counts)
         symm.shmem_signal_op(sig, 1, 1, "add", to)
         symm.shmem_wait_for_signal(None, sig, 1, epoch, "ge")
+        symm.shmem_put(red, 0, y, 0, n, rank)  # filled by a library call: see the README on in-place writes
+        symm.shmem_allreduce(red, "sum")
+        symm.shmem_reduce_scatter(scattered, gathered, "max")
+        symm.shmem_broadcast(red, world - 1)
         g, c = symm.fused_all_gather_matmul(y[:m * k].reshape(m, k), b, None, gather_out, fsig, 3)
         rs = symm.fused_matmul_reduce_scatter(g, b, slots, rs_sig, "sum")
         symm.barrier()  # no rank's next put lands in `recv` before its owner has read it
         # Results are computed from the buffers, not cloned: inductor (2.13) drops a clone of a buffer
         # that a custom op mutated and returns the buffer itself (see the README).
-        return got, local, gathered * 2, a2a * 2, c, rs, seen
+        return got, local, gathered * 2, a2a * 2, c, rs, red * 1, scattered * 1, seen
 
     def run(fn, i, epoch):
         # Poisoned before each call (in place writes to symmetric tensors belong outside compiled

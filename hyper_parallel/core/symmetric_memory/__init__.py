@@ -54,7 +54,8 @@ from hyper_parallel.core.symmetric_memory._base import (
 # Private helpers are imported by name too: tests reach some as symm._x.
 from hyper_parallel.core.symmetric_memory._checks import (
     _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _int64, _matrix, _mode, _overlap,
-    _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor)
+    _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor, _reduce_dtype, _reduce_op,
+    _algorithm)
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
 # The algorithms import nothing from this package's API; imported once here, not per call (an
@@ -64,7 +65,8 @@ from hyper_parallel.core.symmetric_memory.algorithms import _comm, collectives, 
 __all__ = [
     "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
     "shmem_wait_for_signal", "shmem_put_with_signal", "barrier", "rendezvous", "get_rank",
-    "get_world_size", "finalize", "debug_state", "shmem_allgather", "shmem_alltoall",
+    "get_world_size", "finalize", "debug_state", "shmem_allgather", "shmem_alltoall", "shmem_allreduce",
+    "shmem_reduce_scatter", "shmem_broadcast",
     "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "ShmemError", "ShmemValueError", "ShmemTypeError",
     "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
     "CollectiveMismatchError", "BootstrapError", "NotInitializedError", "ShmemUnsupportedError",
@@ -339,6 +341,66 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
         raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
     collectives.alltoall(addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim))
     return receive_tensor
+
+
+def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str] = None) -> Tensor:
+    """Collective, in place: `tensor` (symmetric) becomes on every rank the element-wise `op` ("sum",
+    "avg", "max", "min", "prod") of every rank's `tensor`. Deterministic: the ranks' values are
+    combined in rank order, so every rank gets the same bits, call after call; float16/bfloat16 are
+    accumulated in float32 and rounded once; integers wrap; "avg" divides integers toward zero.
+    `algorithm`: None (by size: one-shot up to 256 KiB or on 2 ranks, else two-shot), "one_shot"
+    (every rank reduces the whole tensor from every rank's copy) or "two_shot" (rank r reduces
+    block r, then puts it into everyone's block r). Reusable back to back with no re-zeroing or
+    barrier. Returns `tensor`.
+
+    Raises: ShmemTypeError (a dtype it cannot reduce: bool, complex, unsigned wider than 8 bits),
+    ShmemValueError (op, algorithm, not symmetric), CollectiveMismatchError on every rank when
+    ranks pass different sizes, dtypes or ops (nothing written), ShmemTimeoutError, PeerDeadError.
+    """
+    if _sync is not None:
+        _sync()
+    addr, numel, _, dtype = _symmetric(tensor, "tensor")
+    code, op_code, algo = _reduce_dtype(dtype, "tensor"), _reduce_op(op), _algorithm(algorithm)
+    _require_init("shmem_allreduce()")
+    collectives.allreduce(addr, numel, code, op_code, algo)
+    return tensor
+
+
+def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum") -> Tensor:  # noqa: A002 (torch's name)
+    """Collective. `output` (any CPU tensor, n elements) on rank r = elements [r*n, (r+1)*n) of the
+    element-wise `op` of every rank's `input` (symmetric, world_size x n elements, same dtype).
+    Same ops, order and rounding as :func:`shmem_allreduce`; `input` is left unchanged. Returns `output`.
+
+    Raises: as shmem_allreduce; ShmemValueError when input is not world_size x numel(output).
+    """
+    if _sync is not None:
+        _sync()
+    o_addr, o_numel, _, o_dtype = _tensor(output, "output")
+    i_addr, i_numel, _, i_dtype = _symmetric(input, "input")
+    if o_dtype != i_dtype:
+        raise _type_error(f"output ({o_dtype}) and input ({i_dtype}) must have the same dtype")
+    code, op_code = _reduce_dtype(i_dtype, "input"), _reduce_op(op)
+    _require_init("shmem_reduce_scatter()")
+    w = _state.world
+    if i_numel != w * o_numel:
+        raise _value_error(f"input must have world_size x numel(output) = {w} x {o_numel} = {w * o_numel} elements, "
+                           f"has {i_numel}")
+    collectives.reduce_scatter(o_addr, i_addr, o_numel, code, op_code)
+    return output
+
+
+def shmem_broadcast(tensor: Tensor, root: IntArg) -> Tensor:
+    """Collective: `tensor` (symmetric) on every rank becomes `root`'s. Returns `tensor`.
+
+    Raises: ShmemValueError (root out of range, not symmetric), CollectiveMismatchError on every
+    rank when ranks pass different sizes or roots (nothing written), ShmemTimeoutError, PeerDeadError.
+    """
+    if _sync is not None:
+        _sync()
+    addr, numel, itemsize, _ = _symmetric(tensor, "tensor")
+    r = _rank(root, "root")
+    collectives.broadcast(addr, numel * itemsize, r)
+    return tensor
 
 
 def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_out: Tensor, signal: Tensor,

@@ -185,3 +185,31 @@ def _overlap(overlap, world: int) -> bool:
     if not isinstance(overlap, bool):
         raise _type_error(f"overlap must be True, False or None, got {overlap!r}")
     return overlap
+
+
+# The reducing collectives' codes (ccsrc/symmetric_memory/ops/reduce/reduce.h, ops.h).
+_REDUCE_DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5, "int16": 6,
+                  "int32": 7, "int64": 8}
+_REDUCE_OPS = {"sum": 0, "avg": 1, "max": 2, "min": 3, "prod": 4}
+_ALGORITHMS = {None: 0, "one_shot": 1, "two_shot": 2}
+
+
+def _reduce_dtype(dtype, name: str) -> int:
+    """The runtime's code of a dtype it can reduce (both frameworks print dtypes as [module.]Name)."""
+    code = _REDUCE_DTYPES.get(str(dtype).rsplit(".", 1)[-1].lower())
+    if code is None:
+        raise _type_error(f"{name} has dtype {dtype}, which cannot be reduced (supported: "
+                          f"{', '.join(_REDUCE_DTYPES)})")
+    return code
+
+
+def _reduce_op(op) -> int:
+    if not isinstance(op, str) or op.lower() not in _REDUCE_OPS:
+        raise _value_error(f"op must be one of {', '.join(repr(k) for k in _REDUCE_OPS)}, got {op!r}")
+    return _REDUCE_OPS[op.lower()]
+
+
+def _algorithm(algorithm) -> int:
+    if algorithm not in _ALGORITHMS:
+        raise _value_error(f"algorithm must be None, 'one_shot' or 'two_shot', got {algorithm!r}")
+    return _ALGORITHMS[algorithm]

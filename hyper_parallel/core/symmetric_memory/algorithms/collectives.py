@@ -1,4 +1,4 @@
-"""AllGather and AllToAll: one call each into the runtime's collective copies.
+"""AllGather, AllToAll, AllReduce, ReduceScatter and Broadcast: one call each into the runtime's collectives.
 
 The data movement and the epoch protocol are C++ (``ccsrc/symmetric_memory/ops/collective_copy``,
 shared with the fused ops through ``_comm``): one call per collective instead of a loop of
@@ -21,3 +21,18 @@ def alltoall(send_addrs: list[int], send_elems: list[int], recv_addr: int, recv_
     pieces packed in source-rank order, recv_counts[q] elements from rank q. In pull mode every
     send address must be symmetric."""
     _C.alltoall(send_addrs, send_elems, recv_addr, recv_counts, itemsize, mode == "pull", block_dim)
+
+
+def allreduce(addr: int, count: int, dtype_code: int, op_code: int, algorithm_code: int):
+    """In place on `count` elements at symmetric `addr` (codes: see _checks._REDUCE_DTYPES etc.)."""
+    _C.allreduce(addr, count, dtype_code, op_code, algorithm_code)
+
+
+def reduce_scatter(out_addr: int, in_addr: int, count: int, dtype_code: int, op_code: int):
+    """`count` elements at out_addr = this rank's block of the reduction of W*count at symmetric in_addr."""
+    _C.reduce_scatter(out_addr, in_addr, count, dtype_code, op_code)
+
+
+def broadcast(addr: int, nbytes: int, root: int):
+    """nbytes at symmetric `addr` on every rank = root's."""
+    _C.broadcast(addr, nbytes, root)

@@ -119,6 +119,22 @@ def _alltoall(send_tensor_list: List[torch.Tensor], receive_tensor: torch.Tensor
     _api().shmem_alltoall(send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim)
 
 
+@torch.library.custom_op(f"{_NS}::allreduce", mutates_args=("tensor",))
+def _allreduce(tensor: torch.Tensor, op: str, algorithm: Optional[str]) -> None:
+    _api().shmem_allreduce(tensor, op, algorithm=algorithm)
+
+
+@torch.library.custom_op(f"{_NS}::reduce_scatter", mutates_args=("output",))
+def _reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: str) -> None:  # noqa: A002 (the API's name)
+    _api().shmem_reduce_scatter(output, input, op)
+
+
+@torch.library.custom_op(f"{_NS}::broadcast", mutates_args=("tensor",))
+def _broadcast(tensor: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs) -> None:
+    (root,) = _unpack(ints, tensors, strs)
+    _api().shmem_broadcast(tensor, root)
+
+
 @torch.library.custom_op(f"{_NS}::fused_all_gather_matmul", mutates_args=("gather_out", "c"))
 def _fused_agmm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, gather_out: torch.Tensor, signal: torch.Tensor,
                 ints: Ints, tensors: Tensors, strs: Strs, copy_mode: str, overlap: Optional[bool]) -> None:
@@ -141,7 +157,8 @@ def _argument_error(message: str) -> None:
 # --------------------------------------------------------------------------- shapes for tracing
 # Tracing runs these on fake tensors: they describe the outputs and check nothing (the values
 # are unknown); the operators check everything when they run.
-for _op in (_put, _get, _put_with_signal, _signal_op, _barrier, _allgather, _alltoall, _fused_agmm, _argument_error):
+for _op in (_put, _get, _put_with_signal, _signal_op, _barrier, _allgather, _alltoall, _allreduce, _reduce_scatter,
+            _broadcast, _fused_agmm, _argument_error):
     _op.register_fake(lambda *args, **kwargs: None)
 
 
@@ -155,8 +172,8 @@ def _(x1, x2, symm_tensor, signal, reduce_op, copy_mode, overlap):
     return x1.new_empty((x1.shape[0] // _api().get_world_size(), x2.shape[1]))
 
 
-for _op in (_put, _get, _put_with_signal, _signal_op, _wait, _barrier, _allgather, _alltoall, _fused_agmm,
-            _fused_mmrs, _argument_error):
+for _op in (_put, _get, _put_with_signal, _signal_op, _wait, _barrier, _allgather, _alltoall, _allreduce,
+            _reduce_scatter, _broadcast, _fused_agmm, _fused_mmrs, _argument_error):
     _register_effectful_op(_op._opoverload, EffectType.ORDERED)
 
 
@@ -233,6 +250,24 @@ def _register_substitutes():
                 return torch.ops.hyper_parallel.argument_error(error)
             torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, counts, None, mode, block_dim)
         return receive_tensor
+
+    @substitute(symm.shmem_allreduce)
+    def shmem_allreduce(tensor, op="sum", *, algorithm=None):
+        torch.ops.hyper_parallel.allreduce(tensor, op, algorithm)
+        return tensor
+
+    @substitute(symm.shmem_reduce_scatter)
+    def shmem_reduce_scatter(output, input, op="sum"):  # noqa: A002
+        torch.ops.hyper_parallel.reduce_scatter(output, input, op)
+        return output
+
+    @substitute(symm.shmem_broadcast)
+    def shmem_broadcast(tensor, root):
+        ints, tensors, strs, error = _scalars(("root",), root)
+        if error:
+            return torch.ops.hyper_parallel.argument_error(error)
+        torch.ops.hyper_parallel.broadcast(tensor, ints, tensors, strs)
+        return tensor
 
     @substitute(symm.fused_all_gather_matmul)
     def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None):
