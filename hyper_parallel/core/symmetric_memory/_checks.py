@@ -194,9 +194,14 @@ _REDUCE_OPS = {"sum": 0, "avg": 1, "max": 2, "min": 3, "prod": 4}
 _ALGORITHMS = {None: 0, "one_shot": 1, "two_shot": 2}
 
 
+_reduce_codes: dict = {}  # dtype object -> code (or None), filled on first use
+
+
 def _reduce_dtype(dtype, name: str) -> int:
     """The runtime's code of a dtype it can reduce (both frameworks print dtypes as [module.]Name)."""
-    code = _REDUCE_DTYPES.get(str(dtype).rsplit(".", 1)[-1].lower())
+    code = _reduce_codes.get(dtype, -1)
+    if code == -1:
+        code = _reduce_codes[dtype] = _REDUCE_DTYPES.get(str(dtype).rsplit(".", 1)[-1].lower())
     if code is None:
         raise _type_error(f"{name} has dtype {dtype}, which cannot be reduced (supported: "
                           f"{', '.join(_REDUCE_DTYPES)})")

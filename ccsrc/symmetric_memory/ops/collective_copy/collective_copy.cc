@@ -4,6 +4,7 @@
 // (its data is in place) and each consumer reads the pieces itself, in rank
 // order, then tells the owner it is done reading.
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace {
 
 constexpr SignalType kWord = SignalType::kInt64;
 constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the target's announcement
+constexpr int kMaxRanks = 4096;         // beyond what the collective workspace holds
 
 // What one collective call needs, looked up once per call rather than per step.
 struct Job {
@@ -140,29 +142,42 @@ Status BeginAgreed(const Job& j, int64_t* epoch, int64_t count, int64_t packed, 
   return Agree(j, *epoch, count, packed, what);
 }
 
-// The copy of `bytes` at symmetric `local` on rank p: read in place when p's
-// memory is mapped here, else fetched into `scratch`.
-Status PeerView(const void* local, size_t bytes, int p, std::vector<char>* scratch, const void** out) {
-  if (void* direct = hpshmem::Ptr(local, p)) {
-    *out = direct;
-    return Status::OK();
+// Scratch memory that outlives a call: a fresh allocation per call costs a
+// page fault per 4 KiB (and zeroing) at the sizes where it matters.
+struct Scratch {
+  std::unique_ptr<char[]> p;
+  size_t size = 0;
+  char* Get(size_t bytes) {
+    if (bytes > size) {
+      p.reset(new char[bytes]);
+      size = bytes;
+    }
+    return p.get();
   }
-  scratch->resize(bytes);
-  HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(scratch->data(), local, bytes, p));
-  *out = scratch->data();
-  return Status::OK();
-}
+};
+thread_local Scratch t_result;
+thread_local std::vector<Scratch> t_fetched;
 
 // Reduces element range [lo, hi) of symmetric `data` over every rank, in rank
-// order, into `out`. Peers must have entered the call.
+// order, into `out` (which may be this rank's own range). Peers' copies are
+// read in place where their memory is mapped here, else fetched first. Peers
+// must have entered the call.
 Status ReduceRange(const Job& j, const char* data, size_t lo, size_t hi, size_t item, DType dtype, ReduceOp op,
                    void* out) {
-  std::vector<const void*> srcs(j.w);
-  std::vector<std::vector<char>> scratch(j.w);
+  const void* srcs[kMaxRanks];
   size_t bytes = (hi - lo) * item;
-  for (int p = 0; p < j.w; ++p)
-    HPSHMEM_RETURN_IF_ERROR(PeerView(data + lo * item, bytes, p, &scratch[p], &srcs[p]));
-  return ReduceInto(out, srcs.data(), j.w, hi - lo, dtype, op, j.w);
+  if (t_fetched.size() < static_cast<size_t>(j.w)) t_fetched.resize(j.w);
+  for (int p = 0; p < j.w; ++p) {
+    const char* local = data + lo * item;
+    if (void* direct = hpshmem::Ptr(local, p)) {
+      srcs[p] = direct;
+    } else {
+      char* buf = t_fetched[p].Get(bytes);
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(buf, local, bytes, p));
+      srcs[p] = buf;
+    }
+  }
+  return ReduceInto(out, srcs, j.w, hi - lo, dtype, op, j.w);
 }
 
 }  // namespace
@@ -329,7 +344,7 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
   auto* d = static_cast<char*>(data);
   size_t bytes = count * item;
   if (algorithm == AllreduceAlgorithm::kAuto)
-    algorithm = bytes <= kOneShotMaxBytes || j.w <= 2 ? AllreduceAlgorithm::kOneShot : AllreduceAlgorithm::kTwoShot;
+    algorithm = bytes <= kOneShotMaxBytes ? AllreduceAlgorithm::kOneShot : AllreduceAlgorithm::kTwoShot;
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read this buffer from an earlier call
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
@@ -338,28 +353,24 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
   if (algorithm == AllreduceAlgorithm::kOneShot) {
     // Every rank reduces the whole tensor from every rank's copy; it may
     // overwrite its own copy once every peer has finished reading it.
-    std::vector<char> out(bytes);
-    HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, 0, count, item, dtype, op, out.data()));
+    char* out = t_result.Get(bytes);
+    HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, 0, count, item, dtype, op, out));
     for (int p = 0; p < j.w; ++p)
       if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
     HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
-    if (bytes) std::memcpy(d, out.data(), bytes);
+    if (bytes) std::memcpy(d, out, bytes);
     return Status::OK();
   }
-  // Two-shot: rank r reduces element block r from every rank, then puts the
-  // result into block r of every rank. Block r is read and written by rank r
-  // alone, so nothing waits between the two halves.
+  // Two-shot: rank r reduces element block r from every rank, in place into
+  // its own block r, then puts it into block r of every rank. Block r is read
+  // and written by rank r alone, so nothing waits between the two halves.
   size_t lo = count * j.me / j.w, hi = count * (j.me + 1) / j.w;
-  std::vector<char> out((hi - lo) * item);
-  HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, lo, hi, item, dtype, op, out.data()));
-  for (int k = 0; k < j.w; ++k) {
+  char* mine = d + lo * item;
+  HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, lo, hi, item, dtype, op, mine));
+  for (int k = 1; k < j.w; ++k) {
     int p = (j.me + k) % j.w;
-    if (p == j.me) {
-      if (!out.empty()) std::memcpy(d + lo * item, out.data(), out.size());
-      continue;
-    }
-    HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(d + lo * item, out.data(), out.size(), j.L.arrivals, kWord, 1,
-                                              SignalOp::kAdd, p));
+    HPSHMEM_RETURN_IF_ERROR(
+        ops::PutMemSignal(mine, mine, (hi - lo) * item, j.L.arrivals, kWord, 1, SignalOp::kAdd, p));
   }
   return WaitArrivals(j, j.w - 1);
 }
