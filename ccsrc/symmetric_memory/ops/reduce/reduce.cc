@@ -108,29 +108,41 @@ A Divide(A v, int64_t d) {
   else return static_cast<A>(v / static_cast<A>(d));
 }
 
+template <ReduceOp kOp, class A>
+A Combine(A a, A b) {
+  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) return Add(a, b);
+  else if constexpr (kOp == ReduceOp::kProd) return Mul(a, b);
+  else if constexpr (kOp == ReduceOp::kMax) return Max(a, b);
+  else return Min(a, b);
+}
+
+// Block by block through an accumulator that stays in L1: `out` may be any
+// one of the sources (each block is read from all before it is written), and
+// half precision is widened once per element and rounded once.
 template <class T, ReduceOp kOp>
 void Reduce(T* out, const T* const* src, int n, size_t count, int64_t divisor) {
   using A = typename Acc<T>::type;
-  constexpr size_t kBlock = 1024;  // accumulators stay in L1 while the sources stream by
+  constexpr size_t kBlock = 2048;
   A acc[kBlock];
   for (size_t i0 = 0; i0 < count; i0 += kBlock) {
     size_t m = count - i0 < kBlock ? count - i0 : kBlock;
     const T* s0 = src[0] + i0;
-    for (size_t i = 0; i < m; ++i) acc[i] = Load(s0[i]);
-    for (int k = 1; k < n; ++k) {
-      const T* s = src[k] + i0;
-      for (size_t i = 0; i < m; ++i) {
-        A v = Load(s[i]);
-        if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) acc[i] = Add(acc[i], v);
-        else if constexpr (kOp == ReduceOp::kProd) acc[i] = Mul(acc[i], v);
-        else if constexpr (kOp == ReduceOp::kMax) acc[i] = Max(acc[i], v);
-        else acc[i] = Min(acc[i], v);
-      }
+    if (n >= 2) {
+      const T* s1 = src[1] + i0;
+      for (size_t i = 0; i < m; ++i) acc[i] = Combine<kOp>(Load(s0[i]), Load(s1[i]));
+    } else {
+      for (size_t i = 0; i < m; ++i) acc[i] = Load(s0[i]);
     }
-    if constexpr (kOp == ReduceOp::kAvg)
-      for (size_t i = 0; i < m; ++i) acc[i] = Divide(acc[i], divisor);
+    for (int k = 2; k < n; ++k) {
+      const T* s = src[k] + i0;
+      for (size_t i = 0; i < m; ++i) acc[i] = Combine<kOp>(acc[i], Load(s[i]));
+    }
     T* o = out + i0;
-    for (size_t i = 0; i < m; ++i) o[i] = Store<T>(acc[i]);
+    if constexpr (kOp == ReduceOp::kAvg) {
+      for (size_t i = 0; i < m; ++i) o[i] = Store<T>(Divide(acc[i], divisor));
+    } else {
+      for (size_t i = 0; i < m; ++i) o[i] = Store<T>(acc[i]);
+    }
   }
 }
 
