@@ -49,6 +49,14 @@ struct Framework {
   intptr_t int32 = 0, int64 = 0;
 };
 Framework g_fw;
+// Dtype identity (as Describe reports it) -> the runtime's reduce dtype code.
+std::vector<std::pair<intptr_t, int>> g_reduce_codes;
+
+int ReduceDtype(intptr_t dtype) {
+  for (auto [id, code] : g_reduce_codes)
+    if (id == dtype) return code;
+  return -1;
+}
 
 // Interned attribute names, made once.
 PyObject *s_is_contiguous, *s_is_cpu, *s_device;
@@ -231,6 +239,26 @@ bool CopyCheck(bool put, PyObject* target, PyObject* toff, PyObject* src, PyObje
   return true;
 }
 
+// The reduce ops and algorithms by the names the Python path accepts; anything else is its to judge.
+bool ReduceOpArg(PyObject* o, int* op) {
+  static const char* kNames[] = {"sum", "avg", "max", "min", "prod"};
+  if (!PyUnicode_Check(o)) return false;
+  for (int i = 0; i < 5; ++i)
+    if (!PyUnicode_CompareWithASCIIString(o, kNames[i])) {
+      *op = i;
+      return true;
+    }
+  return false;
+}
+
+bool AlgorithmArg(PyObject* o, int* algorithm) {
+  if (o == Py_None) *algorithm = 0;
+  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "one_shot")) *algorithm = 1;
+  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "two_shot")) *algorithm = 2;
+  else return false;
+  return true;
+}
+
 // "push" or "pull" (the only modes); *pull receives which.
 bool Mode(PyObject* o, bool* pull) {
   if (!PyUnicode_Check(o)) return false;
@@ -349,6 +377,32 @@ void RegisterFastPath(nb::module_& m) {
   }, nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
      nb::arg("signal_op").none(), nb::arg("target_rank").none(),
      "shmem_signal_op's arguments; True when done, False when the Python path must check them.");
+
+  m.def("fast_register_reduce", [](nb::list pairs) {
+    std::vector<std::pair<intptr_t, int>> codes;
+    for (nb::handle pair : pairs) {
+      nb::handle id = pair[0];
+      // The reader's integer codes, or the dtype objects themselves (kept alive: compared by address).
+      intptr_t key = g_fw.reader ? nb::cast<intptr_t>(id) : reinterpret_cast<intptr_t>(id.inc_ref().ptr());
+      codes.emplace_back(key, nb::cast<int>(pair[1]));
+    }
+    g_reduce_codes = std::move(codes);
+  }, nb::arg("pairs"), "[(dtype identity as the fast path reads it, reduce dtype code)], after fast_register.");
+
+  m.def("fast_allreduce", [](nb::handle tensor, nb::handle op, nb::handle algorithm) {
+    Tensor t;
+    int code, op_code, algo;
+    if (!Describe(tensor.ptr(), &t) || !Symmetric(t) || (code = ReduceDtype(t.dtype)) < 0 ||
+        !ReduceOpArg(op.ptr(), &op_code) || !AlgorithmArg(algorithm.ptr(), &algo))
+      return false;
+    Run(false, [&] {
+      return hpshmem::ops::Allreduce(reinterpret_cast<void*>(t.addr), static_cast<size_t>(t.numel),
+                                     static_cast<hpshmem::ops::DType>(code), static_cast<hpshmem::ops::ReduceOp>(op_code),
+                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algo));
+    });
+    return true;
+  }, nb::arg("tensor").none(), nb::arg("op").none(), nb::arg("algorithm").none(),
+     "shmem_allreduce's arguments; True when done, False when the Python path must check them.");
 
   m.def("fast_allgather", [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
     Tensor o, i;

@@ -43,6 +43,9 @@ class SymmetricMemoryHandler(Protocol):
         """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64,
         tensor-reader capsule or None, attribute names or None)."""
 
+    def fast_dtype_ids(self) -> Optional[Dict[Dtype, int]]:
+        """{dtype: the identity the fast path's tensor reader reports}, or None when it compares dtype objects."""
+
     def is_dtype(self, x: Any) -> bool: ...
 
     def itemsize(self, dtype: Dtype) -> int:

@@ -78,7 +78,7 @@ CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = (CompareOp.EQ, CompareOp.GT, Co
                                                   CompareOp.GE, CompareOp.LE)
 _fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
 _fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
-_fast_allgather, _fast_alltoall = _C.fast_allgather, _C.fast_alltoall
+_fast_allgather, _fast_alltoall, _fast_allreduce = _C.fast_allgather, _C.fast_alltoall, _C.fast_allreduce
 
 
 # --------------------------------------------------------------------------- allocation
@@ -359,6 +359,8 @@ def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str]
     """
     if _sync is not None:
         _sync()
+    if _fast_allreduce(tensor, op, algorithm):
+        return tensor
     addr, numel, _, dtype = _symmetric(tensor, "tensor")
     code, op_code, algo = _reduce_dtype(dtype, "tensor"), _reduce_op(op), _algorithm(algorithm)
     _require_init("shmem_allreduce()")

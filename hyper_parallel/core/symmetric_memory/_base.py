@@ -38,7 +38,8 @@ _sync = getattr(_handler, "sync", None)
 # The common case of each one-sided call is checked and done in C++ in one crossing
 # (ccsrc/python/fast_path.cc); it declines (False / None) on anything unusual or invalid, and
 # the Python checks then run and raise the documented error.
-_C.fast_register(*_handler.fast_protocol())
+_fast = _handler.fast_protocol()
+_C.fast_register(*_fast)
 
 
 # --------------------------------------------------------------------------- errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 
 from hyper_parallel.core.signals import COMPARE_OP_NAMES, SIGNAL_OP_NAMES
-from hyper_parallel.core.symmetric_memory._base import _C, _handler, _type_error, _value_error
+from hyper_parallel.core.symmetric_memory._base import _C, _fast, _handler, _type_error, _value_error
 from hyper_parallel.core.symmetric_memory._state import _require_init, _state
 from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores
 
@@ -218,3 +218,17 @@ def _algorithm(algorithm) -> int:
     if algorithm not in _ALGORITHMS:
         raise _value_error(f"algorithm must be None, 'one_shot' or 'two_shot', got {algorithm!r}")
     return _ALGORITHMS[algorithm]
+
+
+def _register_fast_reduce():
+    """Tells the fast path which dtypes it may reduce, by the identity its tensor reader reports."""
+    ids = _handler.fast_dtype_ids()
+    pairs = []
+    for d in _fast[2]:  # the dtypes the fast path knows
+        code = _REDUCE_DTYPES.get(str(d).rsplit(".", 1)[-1].lower())
+        if code is not None:
+            pairs.append((ids[d] if ids is not None else d, code))
+    _C.fast_register_reduce(pairs)
+
+
+_register_fast_reduce()

@@ -141,6 +141,10 @@ class MindSporeSymmetricMemoryHandler:
     def framework_rank(self):
         return self._comm_rank() or self._env_rank()
 
+    def fast_dtype_ids(self):
+        """None: the fast path compares MindSpore's dtype objects themselves."""
+        return None
+
     def api_loaded(self, api) -> None:
         """Nothing to hook: MindSpore's graph mode uses the kernels of graph.py."""
 

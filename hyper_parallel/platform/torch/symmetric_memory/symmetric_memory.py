@@ -118,6 +118,14 @@ class TorchSymmetricMemoryHandler:
         return ("torch", torch.Tensor, itemsizes, reader.dtype_code(torch.int32), reader.dtype_code(torch.int64),
                 reader.capsule(), None)
 
+    def fast_dtype_ids(self):
+        """{dtype: what the fast path's tensor reader reports for it}, or None without the reader."""
+        try:
+            from hyper_parallel import _torch_tensor_reader as reader
+        except ImportError:
+            return None
+        return {d: reader.dtype_code(d) for d in vars(torch).values() if isinstance(d, torch.dtype) and d.itemsize}
+
     def is_dtype(self, x) -> bool:
         return isinstance(x, torch.dtype)
 
