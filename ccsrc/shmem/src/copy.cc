@@ -76,6 +76,7 @@ size_t StreamingCopyThreshold() {
 }
 
 void CopyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // an empty buffer's pointer may be null, which memmove may not be given
 #if defined(__x86_64__)
   if (bytes >= StreamingCopyThreshold()) {
     auto* d = static_cast<char*>(dst);

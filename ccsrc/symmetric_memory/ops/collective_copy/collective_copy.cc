@@ -120,10 +120,15 @@ std::string Describe(const char* what, int64_t count, int64_t packed) {
 // words (a rank gone ahead would overwrite them), then all fail alike.
 Status Agree(const Job& j, int64_t epoch, int64_t count, int64_t packed, const char* what) {
   int bad = -1;
+  int64_t theirs[2] = {0, 0};
   for (int p = 0; p < j.w; ++p) {
     if (p == j.me) continue;
     HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, epoch));
-    if (bad < 0 && (j.L.place[2 * p] != count || j.L.place[2 * p + 1] != packed)) bad = p;
+    if (bad < 0 && (j.L.place[2 * p] != count || j.L.place[2 * p + 1] != packed)) {
+      bad = p;
+      theirs[0] = j.L.place[2 * p];  // read now: once the sync below is done, p may overwrite them
+      theirs[1] = j.L.place[2 * p + 1];
+    }
   }
   if (bad < 0) return Status::OK();
   for (int p = 0; p < j.w; ++p)
@@ -131,7 +136,7 @@ Status Agree(const Job& j, int64_t epoch, int64_t count, int64_t packed, const c
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
   return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(j.me) +
                                     " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) +
-                                    " " + Describe(what, j.L.place[2 * bad], j.L.place[2 * bad + 1]));
+                                    " " + Describe(what, theirs[0], theirs[1]));
 }
 
 Status BeginAgreed(const Job& j, int64_t* epoch, int64_t count, int64_t packed, const char* what) {
