@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_collectives import _median_time  # noqa: E402  (the shared timing discipline)
+from bench_collectives import _median_time, _run_mpi  # noqa: E402  (the shared timing and mpirun)
 
 SIZES = [8, 64, 512, 4096, 32768, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26]
 QUICK_SIZES = [8, 4096, 262144, 1 << 22]
@@ -93,22 +91,6 @@ def _mpi_main(sizes, quick, result_file):
             json.dump(recs, f)
 
 
-def _run_mpi(ranks, sizes, quick, tmp):
-    if not shutil.which("mpirun"):
-        print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
-        return []
-    path = os.path.join(tmp, "mpi.json")
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--bind-to", "none",
-           sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
-    if quick:
-        cmd.append("--quick")
-    r = subprocess.run(cmd)
-    if r.returncode != 0 or not os.path.exists(path):
-        print("Open MPI rows skipped: mpirun failed")
-        return []
-    return json.load(open(path))
-
-
 def _plot(recs, path):
     try:
         import matplotlib
@@ -155,7 +137,7 @@ def main():
                     port = s.getsockname()[1]
                 ours = os.path.join(tmp, "ours.json")
                 mp.spawn(_worker, args=(world, port, sizes, args.quick, ours), nprocs=world, join=True)
-                for r in json.load(open(ours)) + _run_mpi(world, sizes, args.quick, tmp):
+                for r in json.load(open(ours)) + _run_mpi(world, sizes, args.quick, tmp, script=__file__):
                     key = (r["impl"], r["ranks"], r["bytes"])
                     if key not in best or r["median_us"] < best[key]["median_us"]:
                         best[key] = r

@@ -198,7 +198,8 @@ def _mpi_main(sizes, quick, result_file):
             json.dump(recs, f)
 
 
-def _run_mpi(ranks, sizes, quick, tmp, hosts=False):
+def _run_mpi(ranks, sizes, quick, tmp, hosts=False, script=__file__):
+    """Open MPI's records: `script` run under mpirun with --mpi-worker (its JSON list), or []."""
     if not shutil.which("mpirun"):
         print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
         return []
@@ -211,7 +212,7 @@ def _run_mpi(ranks, sizes, quick, tmp, hosts=False):
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--bind-to", "none"]
     if hosts:  # TCP between every pair, on loopback only
         cmd += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
-    cmd += [sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
+    cmd += [sys.executable, os.path.abspath(script), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
     if quick:
         cmd.append("--quick")
     subprocess.run(cmd, check=True)
