@@ -85,12 +85,20 @@ Status WaitConsumed(const Job& j, int64_t extra) {
 
 Status Consumed(const Job& j, int peer) { return Signal(j.L.consumed, kWord, 1, SignalOp::kAdd, peer); }
 
+// Tells every peer this rank is done reading its buffers, then waits until
+// every peer is done reading this rank's: after it, no rank of the call is
+// still reading, so nobody's buffers or words are in use any more.
+Status AllConsumed(const Job& j) {
+  for (int p = 0; p < j.w; ++p)
+    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
+  return WaitConsumed(j, j.w - 1);
+}
+
 Status Mismatch(int sender, int receiver, int64_t n, int64_t want) {
   return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " +
                                     std::to_string(n) + " elements to rank " + std::to_string(receiver) +
                                     ", whose receive_list expects " + std::to_string(want));
 }
-
 
 // ---- the reducing collectives and broadcast
 
@@ -131,9 +139,7 @@ Status Agree(const Job& j, int64_t epoch, int64_t count, int64_t packed, const c
     }
   }
   if (bad < 0) return Status::OK();
-  for (int p = 0; p < j.w; ++p)
-    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
-  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
+  HPSHMEM_RETURN_IF_ERROR(AllConsumed(j));
   return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(j.me) +
                                     " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) +
                                     " " + Describe(what, theirs[0], theirs[1]));
@@ -360,9 +366,7 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
     // overwrite its own copy once every peer has finished reading it.
     char* out = t_result.Get(bytes);
     HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, d, 0, count, item, dtype, op, out));
-    for (int p = 0; p < j.w; ++p)
-      if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
-    HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, j.w - 1));
+    HPSHMEM_RETURN_IF_ERROR(AllConsumed(j));
     if (bytes) std::memcpy(d, out, bytes);
     return Status::OK();
   }
@@ -393,10 +397,8 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
   const char* src = static_cast<const char*>(in);
   HPSHMEM_RETURN_IF_ERROR(
       ReduceRange(j, src, count * j.me, count * (j.me + 1), item, dtype, op, out));
-  for (int p = 0; p < j.w; ++p)
-    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
   // The caller may reuse `in` once we return: wait for every reader.
-  return WaitConsumed(j, j.w - 1);
+  return AllConsumed(j);
 }
 
 Status Broadcast(void* data, size_t bytes, int root) {
@@ -417,9 +419,7 @@ Status Broadcast(void* data, size_t bytes, int root) {
   }
   // A rank that left now could overwrite the words of this call that a slower
   // rank has yet to compare (Agree): everyone leaves once all have compared.
-  for (int p = 0; p < j.w; ++p)
-    if (p != j.me) HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
-  return WaitConsumed(j, j.w - 1);
+  return AllConsumed(j);
 }
 
 }  // namespace hpshmem::ops
