@@ -197,11 +197,18 @@ _ALGORITHMS = {None: 0, "one_shot": 1, "two_shot": 2}
 _reduce_codes: dict = {}  # dtype object -> code (or None), filled on first use
 
 
-def _reduce_dtype(dtype, name: str) -> int:
-    """The runtime's code of a dtype it can reduce (both frameworks print dtypes as [module.]Name)."""
+def _reduce_code_of(dtype):
+    """The runtime's code of `dtype`, or None when it cannot be reduced (both frameworks print
+    dtypes as [module.]Name)."""
     code = _reduce_codes.get(dtype, -1)
     if code == -1:
         code = _reduce_codes[dtype] = _REDUCE_DTYPES.get(str(dtype).rsplit(".", 1)[-1].lower())
+    return code
+
+
+def _reduce_dtype(dtype, name: str) -> int:
+    """The runtime's code of a dtype it can reduce; ShmemTypeError otherwise."""
+    code = _reduce_code_of(dtype)
     if code is None:
         raise _type_error(f"{name} has dtype {dtype}, which cannot be reduced (supported: "
                           f"{', '.join(_REDUCE_DTYPES)})")
@@ -225,7 +232,7 @@ def _register_fast_reduce():
     ids = _handler.fast_dtype_ids()
     pairs = []
     for d in _fast[2]:  # the dtypes the fast path knows
-        code = _REDUCE_DTYPES.get(str(d).rsplit(".", 1)[-1].lower())
+        code = _reduce_code_of(d)
         if code is not None:
             pairs.append((ids[d] if ids is not None else d, code))
     _C.fast_register_reduce(pairs)
