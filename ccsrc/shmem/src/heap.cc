@@ -176,12 +176,6 @@ void ReleaseDeferred(uint64_t token) {
   rt->deferred_held.fetch_and(~(uint64_t{1} << slot), std::memory_order_acq_rel);
 }
 
-CollectiveCounters* GetCollectiveCounters() {
-  CallScope call;
-  Runtime* rt = call.rt();
-  return rt ? &rt->coll : nullptr;
-}
-
 Status CollectiveWorkspace(void** base) {
   CallScope call;
   Runtime* rt = call.rt();

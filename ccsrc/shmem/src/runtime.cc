@@ -127,11 +127,19 @@ std::string Hex(uint64_t v) {
   return b;
 }
 
-std::string Runtime::LostRanks() const {
+std::string Runtime::LostRanks(const std::vector<uint8_t>* scope) const {
   std::string s;
   for (int r = 0; r < nranks; ++r)
-    if (peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive)) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    if ((!scope || (*scope)[r]) && peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive))
+      s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
+}
+
+bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {
+  if (!scope) return lost_count.load(std::memory_order_acquire) > 0;
+  for (int r = 0; r < nranks; ++r)
+    if ((*scope)[r] && peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive)) return true;
+  return false;
 }
 
 Status Runtime::QuietAll() {
@@ -268,6 +276,7 @@ Status Init(const InitAttr& attr) {
   rt->sym_bytes = kWorkspaceBytes + rt->heap_bytes;
   rt->heap = rt->sym_base + kWorkspaceBytes;
   rt->alloc = std::make_unique<OffsetAllocator>(rt->heap_bytes);
+  InitTeams(rt.get());
   Runtime* raw = rt.get();
   rt->shm->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
   if (rt->ucx) rt->ucx->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +33,17 @@ enum class PeerState : uint8_t { kAlive = 0, kLost = 1 };
 static_assert(kAllocRecordsOffset < kSymOffset, "the workspace overlaps the header");
 // Allocator records of every rank must fit between the header and the workspace.
 constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
+
+// One team (hpshmem.h, "teams"). `member[r]` is nonzero for the global ranks
+// in it: a wait on the team's words fails only for the loss of one of those.
+struct TeamState {
+  std::vector<int> pes;
+  std::vector<int64_t> block;  // workspace byte offset of each member's words
+  std::vector<uint8_t> member;
+  int me = -1;
+  size_t own_bytes = 0;  // this rank's block in the team arena (0 for the world: not from the arena)
+  CollectiveCounters coll;
+};
 
 struct Runtime {
   Config config;
@@ -76,11 +88,19 @@ struct Runtime {
   std::string broken;
   std::unique_ptr<WorkerPool> pool;
   std::mutex pool_mu;
-  CollectiveCounters coll;
+  // Teams by id (null: destroyed); [kTeamWorld] is made at Init. A team's
+  // state stays put while it lives, so calls use it without the lock.
+  std::mutex team_mu;
+  std::vector<std::unique_ptr<TeamState>> teams;
+  std::vector<int64_t> team_pair_seq;  // per peer: team creations/destructions shared with it so far
+  std::map<size_t, size_t> team_free;  // free byte ranges of the team arena in the workspace: offset -> bytes
 
   PeHeader* header() const { return segment->header(); }
-  // Ranks lost so far, e.g. "2" or "1, 3"; empty when none.
-  std::string LostRanks() const;
+  // Ranks lost so far, e.g. "2" or "1, 3"; empty when none. With `scope`,
+  // only those where scope[r] is nonzero.
+  std::string LostRanks(const std::vector<uint8_t>* scope = nullptr) const;
+  // Whether a rank in `scope` (every rank when null) is lost.
+  bool AnyLost(const std::vector<uint8_t>* scope) const;
   // Quiet on every transport.
   Status QuietAll();
 };
@@ -109,6 +129,14 @@ std::mutex& LifecycleMutex();
 // ---------------------------------------------------------------- shared checks
 
 Status NotInit(const char* fn);
+
+// ---------------------------------------------------------------- teams (team.cc)
+
+// Makes the world team and the empty team arena (Init).
+void InitTeams(Runtime* rt);
+// The ranks whose loss fails a wait on `team`'s words: null for the world
+// (any rank) or an unknown id.
+const std::vector<uint8_t>* TeamScope(Runtime* rt, int team);
 std::string Hex(uint64_t v);
 
 inline Status CheckPe(const Runtime* rt, int pe, const char* what) {
@@ -135,6 +163,9 @@ inline Status SymOffset(const Runtime* rt, const void* p, size_t bytes, const ch
 }
 
 Status CheckSignal(const Runtime* rt, const void* sig, SignalType type, const char* what, size_t* off);
+// SignalWaitUntil on a live runtime; a lost rank fails it only where scope[rank] (any, when null).
+Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
+                  const char* label, const std::vector<uint8_t>* scope);
 
 // ---------------------------------------------------------------- waiting
 
@@ -148,8 +179,10 @@ constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline th
 // only if the condition is still false after seeing the loss (a peer that
 // arrived and then exited cleanly must not fail a completed wait). While it
 // spins it lets the remote transport make progress on this thread.
+// `scope`: the ranks whose loss fails the wait (null: any rank).
 template <class Ready, class Describe>
-Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe) {
+Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
+                const std::vector<uint8_t>* scope = nullptr) {
   if (ready()) return Status::OK();
   Transport* remote = rt->ucx.get();
   // A progress call costs ~100x a pause, and a message from another host
@@ -165,10 +198,10 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe)
   const auto start = Clock::now();
   const Deadline dl(rt->config.timeout_sec);
   for (;;) {
-    if (rt->lost_count.load(std::memory_order_acquire) > 0) {
+    if (rt->lost_count.load(std::memory_order_acquire) > 0 && rt->AnyLost(scope)) {
       if (ready()) return Status::OK();
       return Status::PeerDead("rank " + std::to_string(rt->rank) + ": " + describe() + " failed: rank(s) " +
-                              rt->LostRanks() + " exited or were killed");
+                              rt->LostRanks(scope) + " exited or were killed");
     }
     if (dl.Expired()) {
       if (ready()) return Status::OK();

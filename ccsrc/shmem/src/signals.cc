@@ -136,10 +136,15 @@ Status SignalFetch(const void* sig, SignalType type, int64_t* out) {
 }
 
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                       const char* label) {
+                       const char* label, int team) {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt) return NotInit("SignalWaitUntil");
+  return WaitSignal(rt, sig, type, cmp, value, observed, label, TeamScope(rt, team));
+}
+
+Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
+                  const char* label, const std::vector<uint8_t>* scope) {
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, sig, type, "SignalWaitUntil", &off));
   if (!ValidCmp(cmp))
@@ -158,7 +163,7 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
     return "waiting for " + name + " (" + (type == SignalType::kInt32 ? "int32" : "int64") + ") " + CmpName(cmp) +
            " " + std::to_string(value) + ", last observed " + std::to_string(last);
   };
-  Status s = WaitLoop(rt, &rt->header()->data, ready, describe);
+  Status s = WaitLoop(rt, &rt->header()->data, ready, describe, scope);
   if (observed) *observed = last;
   return s;
 }

@@ -48,9 +48,15 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
 // announces it to every peer (ready[me] = e on each); a peer writes into this
 // rank's buffers only after seeing it.
 //
-// Workspace layout (int64 words in the runtime's collective workspace, zero
-// at Init), W ranks: ready[W], arrivals, consumed, mismatch, place[2W] (see
-// CollectiveLayout).
+// Teams: every call below runs among the members of `team` (hpshmem.h,
+// "teams"; kTeamWorld by default), with ranks, roots and peers given as TEAM
+// ranks and buffers laid out by team rank. Each team has its own words and
+// epochs, so teams run their collectives concurrently; ranks outside a team
+// take no part and never block, and only a member's loss fails its waits.
+//
+// A team's words (int64, in each member's collective workspace, zero at team
+// creation), W members: ready[W], arrivals, consumed, mismatch, place[2W]
+// (see CollectiveLayout): TeamBlockWords(W) words.
 //
 // Why place[]: alltoall needs, for each pair, a placement only one side
 // knows (push: where the receiver wants the sender's piece; pull: where the
@@ -68,25 +74,27 @@ struct CollectiveLayout {
   // for this rank, and its elements.
   int64_t* place;
 };
-// Errors: kNotInitialized; kUnsupported past the ranks the workspace holds.
-Status GetCollectiveLayout(CollectiveLayout* out);
 
-// Enters the next collective call: *epoch = its number, announced to every rank (this one too).
-Status CollectiveBegin(int64_t* epoch);
-// Blocks until rank `peer` has entered call `epoch` (its buffers may be written).
-Status CollectiveWaitReady(int peer, int64_t epoch);
+// Enters the team's next collective call: *epoch = its number, announced to every member (this one too).
+// Errors (every call here): kNotInitialized; kInvalidArgument for an unknown team; kUnsupported
+// past the ranks the workspace holds (world).
+Status CollectiveBegin(int64_t* epoch, int team = kTeamWorld);
+// Blocks until member `peer` has entered call `epoch` (its buffers may be written).
+Status CollectiveWaitReady(int peer, int64_t epoch, int team = kTeamWorld);
 // Blocks until `n` more put-with-signal ADDs have reached this rank's arrival counter.
-Status CollectiveWaitArrivals(int64_t n);
+Status CollectiveWaitArrivals(int64_t n, int team = kTeamWorld);
 // Blocks until peers have finished every read of this rank's buffers announced so far,
 // plus `extra` more (which then count as announced).
-Status CollectiveWaitConsumed(int64_t extra);
-// Tells rank `peer` that this rank has finished reading its buffers.
-Status CollectiveConsumed(int peer);
+Status CollectiveWaitConsumed(int64_t extra, int team = kTeamWorld);
+// Tells member `peer` that this rank has finished reading its buffers.
+Status CollectiveConsumed(int peer, int team = kTeamWorld);
+// Collective over the team: Quiet, then waits until every member has entered.
+Status TeamBarrier(int team);
 
 // Collective. out (symmetric, W * bytes) on every rank = each rank's `in`
 // (`bytes` bytes) in rank order; `in` may be this rank's own slot of `out`.
 // pull: each rank reads the pieces itself, in rank order.
-Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim = 0);
+Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim = 0, int team = kTeamWorld);
 
 // Collective. sends[p] (send_elems[p] elements of `itemsize` bytes) goes to
 // rank p; `recv` (symmetric) receives the pieces packed in source-rank order,
@@ -94,7 +102,7 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
 // A size that disagrees with its sender fails with kCollectiveMismatch on both
 // sides, after the call has completed everywhere (nobody hangs).
 Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
-                size_t itemsize, bool pull, int block_dim = 0);
+                size_t itemsize, bool pull, int block_dim = 0, int team = kTeamWorld);
 
 // ---------------------------------------------------------------- reducing collectives
 // Deterministic: every rank reduces the ranks' values in rank order (0, 1,
@@ -112,14 +120,14 @@ constexpr size_t kOneShotMaxBytes = 256 * 1024;
 // Collective. `data` (symmetric, `count` elements of `dtype`) becomes, on
 // every rank, the element-wise `op` of every rank's `data`.
 Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op,
-                 AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto);
+                 AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto, int team = kTeamWorld);
 
 // Collective. `out` (`count` elements, any memory) = block r (elements
 // [r*count, (r+1)*count)) of the element-wise `op` of every rank's `in`
 // (symmetric, W*count elements), on rank r. `in` is unchanged.
-Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op);
+Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op, int team = kTeamWorld);
 
 // Collective. `data` (symmetric, `bytes` bytes) on every rank = root's.
-Status Broadcast(void* data, size_t bytes, int root);
+Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld);
 
 }  // namespace hpshmem::ops

@@ -121,9 +121,10 @@ void ReleaseDeferred(uint64_t token);
 void* Ptr(const void* local, int pe);
 
 // A symmetric block of kWorkspaceBytes reserved by Init for the library's
-// own collectives (epoch signals, exchanged counts): zero at Init, at the
-// same offset on every rank, never handed out by Malloc.
-constexpr size_t kWorkspaceBytes = 64 * 1024;
+// own collectives (epoch signals, exchanged counts, the teams' words): zero
+// at Init, at the same offset on every rank, never handed out by Malloc. Its
+// pages cost memory only once used.
+constexpr size_t kWorkspaceBytes = 1024 * 1024;
 Status CollectiveWorkspace(void** base);
 
 // This rank's bookkeeping of the library's collectives (see
@@ -135,7 +136,47 @@ struct CollectiveCounters {
   int64_t expected_consumed = 0;  // completed reads of this rank's buffers it has waited for
   int64_t mismatch_seen = 0;      // size-mismatch reports already raised
 };
+// The world team's counters (see TeamView).
 CollectiveCounters* GetCollectiveCounters();
+
+// ---------------------------------------------------------------- teams
+// A team is an ordered set of the job's ranks that runs collectives among
+// itself: member i is "team rank i". Each team has its own protocol words in
+// every member's workspace and its own counters, so teams run collectives
+// concurrently and back to back without involving (or blocking) anyone else.
+// Team ids are this rank's handles (a team may have different ids on
+// different members); kTeamWorld is every rank in rank order.
+constexpr int kTeamWorld = 0;
+
+// The collective layer's protocol words of a team of n members
+// (ops::CollectiveLayout), int64 each: what a team reserves per member.
+constexpr size_t TeamBlockWords(int n) { return 3 * static_cast<size_t>(n) + 3; }
+
+struct TeamView {
+  int size = 0;                  // members
+  int me = -1;                   // this rank's team rank
+  const int* pes = nullptr;      // global rank of each member, in team order
+  // Per member: byte offset, from the workspace base, of that member's
+  // TeamBlockWords(size) words of this team (the world's are at 0 on all).
+  const int64_t* block = nullptr;
+  CollectiveCounters* counters = nullptr;  // this rank's counters for the team
+};
+// Errors: kNotInitialized; kInvalidArgument for an id that names no live team.
+Status GetTeam(int team, TeamView* out);
+
+// Collective over the n members only (ranks not in `pes` take no part and
+// never block): creates the team of the distinct global ranks pes[0..n), this
+// rank among them, and returns its id. Members that share teams must create
+// (and destroy) them in the same order. Errors: kInvalidArgument (rank out of
+// range, repeated, or this rank not a member); kCollectiveMismatch on every
+// member that sees another member pass a different list (same ranks in
+// another order included); kOutOfMemory when the workspace has no room for
+// the team's words; kTimeout / kPeerDead (a member never came, or died).
+Status TeamCreate(const int* pes, int n, int* team);
+// Collective over the team's members: completes this rank's updates, waits
+// until every member has entered, then releases the team's words. The world
+// cannot be destroyed (kInvalidArgument). Errors: as TeamCreate.
+Status TeamDestroy(int team);
 
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
@@ -215,8 +256,10 @@ Status ReleaseGated();
 // signal in error messages (e.g. "signal[3]"); null names the heap offset.
 // Errors: kTimeout (rank, signal, relation, last value), kPeerDead (names the
 // dead rank), kInvalidArgument, kTypeError.
+// A lost rank fails the wait only when it is a member of `team` (a team's
+// collectives are not affected by ranks outside it).
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
-                       int64_t* observed, const char* label = nullptr);
+                       int64_t* observed, const char* label = nullptr, int team = kTeamWorld);
 
 // Reads a local signal word atomically.
 Status SignalFetch(const void* sig, SignalType type, int64_t* out);

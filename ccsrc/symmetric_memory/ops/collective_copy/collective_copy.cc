@@ -18,18 +18,43 @@ constexpr SignalType kWord = SignalType::kInt64;
 constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the target's announcement
 constexpr int kMaxRanks = 4096;         // beyond what the collective workspace holds
 
-// What one collective call needs, looked up once per call rather than per step.
+// What one collective call needs, looked up once per call rather than per
+// step. Indices p are team ranks; G(p) is p's global rank and At(p, w) is
+// member p's copy of one of this rank's layout words (a team's words may sit
+// at a different workspace offset on each member; the world's never do).
 struct Job {
   CollectiveLayout L;
   CollectiveCounters* c = nullptr;
-  int me = 0, w = 0;
+  int me = 0, w = 0, team = kTeamWorld;
+  const int* pes = nullptr;
+  const int64_t* block = nullptr;
+  char* ws = nullptr;  // workspace base (the symmetric range starts with it)
+  int G(int p) const { return pes[p]; }
+  int64_t* At(int p, int64_t* word) const {
+    return reinterpret_cast<int64_t*>(reinterpret_cast<char*>(word) + (block[p] - block[me]));
+  }
 };
 
-Status Open(Job* j) {
-  HPSHMEM_RETURN_IF_ERROR(GetCollectiveLayout(&j->L));
-  j->c = GetCollectiveCounters();
-  j->me = MyPe();
-  j->w = NPes();
+Status Open(Job* j, int team) {
+  TeamView v;
+  HPSHMEM_RETURN_IF_ERROR(GetTeam(team, &v));
+  void* base = nullptr;
+  HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
+  if (team == kTeamWorld && TeamBlockWords(v.size) * sizeof(int64_t) > kWorkspaceBytes) {
+    return Status::Unsupported("collectives support up to " +
+                               std::to_string((kWorkspaceBytes / sizeof(int64_t) - 3) / 3) + " ranks (workspace of " +
+                               std::to_string(kWorkspaceBytes) + " bytes)");
+  }
+  j->ws = static_cast<char*>(base);
+  auto* p = reinterpret_cast<int64_t*>(j->ws + v.block[v.me]);
+  int64_t w = v.size;
+  j->L = {p, p + w, p + w + 1, p + w + 2, p + w + 3};
+  j->c = v.counters;
+  j->me = v.me;
+  j->w = v.size;
+  j->team = team;
+  j->pes = v.pes;
+  j->block = v.block;
   return Status::OK();
 }
 
@@ -42,8 +67,8 @@ Status BeginPlaced(const Job& j, int64_t* epoch, PlaceFor&& place_for) {
     int p = (j.me + k) % j.w;
     int64_t words[2];
     place_for(p, words);
-    HPSHMEM_RETURN_IF_ERROR(
-        hpshmem::PutMemSignal(j.L.place + 2 * j.me, words, sizeof words, j.L.ready + j.me, kWord, e, SignalOp::kSet, p));
+    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMemSignal(j.At(p, j.L.place + 2 * j.me), words, sizeof words,
+                                                  j.At(p, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(p)));
   }
   *epoch = e;
   return Status::OK();
@@ -55,8 +80,8 @@ Status Begin(const Job& j, int64_t* epoch, bool skip_gated = false) {
   int64_t e = ++j.c->epoch;
   for (int k = 0; k < j.w; ++k) {  // ourselves included: code may wait on any rank uniformly
     int p = (j.me + k) % j.w;
-    if (skip_gated && p != j.me && CanHoldGated(p)) continue;
-    HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + j.me, kWord, e, SignalOp::kSet, p));
+    if (skip_gated && p != j.me && CanHoldGated(j.G(p))) continue;
+    HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(p)));
   }
   *epoch = e;
   // Our own ready word is the gate of the messages peers sent ahead of this
@@ -66,24 +91,26 @@ Status Begin(const Job& j, int64_t* epoch, bool skip_gated = false) {
 
 Status WaitReady(const Job& j, int peer, int64_t epoch) {
   std::string label = "collective ready[" + std::to_string(peer) + "]";
-  return hpshmem::SignalWaitUntil(j.L.ready + peer, kWord, Cmp::kGe, epoch, nullptr, label.c_str());
+  return hpshmem::SignalWaitUntil(j.L.ready + peer, kWord, Cmp::kGe, epoch, nullptr, label.c_str(), j.team);
 }
 
 // Counters only grow: `expected` is the total this rank has waited for so far; wait for `n` more.
-Status WaitCounter(int64_t* word, int64_t* expected, int64_t n, const char* label) {
+Status WaitCounter(int64_t* word, int64_t* expected, int64_t n, const char* label, int team) {
   *expected += n;
-  return hpshmem::SignalWaitUntil(word, kWord, Cmp::kGe, *expected, nullptr, label);
+  return hpshmem::SignalWaitUntil(word, kWord, Cmp::kGe, *expected, nullptr, label, team);
 }
 
 Status WaitArrivals(const Job& j, int64_t n) {
-  return WaitCounter(j.L.arrivals, &j.c->expected_arrivals, n, "collective arrivals");
+  return WaitCounter(j.L.arrivals, &j.c->expected_arrivals, n, "collective arrivals", j.team);
 }
 
 Status WaitConsumed(const Job& j, int64_t extra) {
-  return WaitCounter(j.L.consumed, &j.c->expected_consumed, extra, "collective consumed");
+  return WaitCounter(j.L.consumed, &j.c->expected_consumed, extra, "collective consumed", j.team);
 }
 
-Status Consumed(const Job& j, int peer) { return Signal(j.L.consumed, kWord, 1, SignalOp::kAdd, peer); }
+Status Consumed(const Job& j, int peer) {
+  return Signal(j.At(peer, j.L.consumed), kWord, 1, SignalOp::kAdd, j.G(peer));
+}
 
 // Tells every peer this rank is done reading its buffers, then waits until
 // every peer is done reading this rank's: after it, no rank of the call is
@@ -180,11 +207,11 @@ Status ReduceRange(const Job& j, const char* data, size_t lo, size_t hi, size_t 
   if (t_fetched.size() < static_cast<size_t>(j.w)) t_fetched.resize(j.w);
   for (int p = 0; p < j.w; ++p) {
     const char* local = data + lo * item;
-    if (void* direct = hpshmem::Ptr(local, p)) {
+    if (void* direct = hpshmem::Ptr(local, j.G(p))) {
       srcs[p] = direct;
     } else {
       char* buf = t_fetched[p].Get(bytes);
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(buf, local, bytes, p));
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(buf, local, bytes, j.G(p)));
       srcs[p] = buf;
     }
   }
@@ -193,58 +220,44 @@ Status ReduceRange(const Job& j, const char* data, size_t lo, size_t hi, size_t 
 
 }  // namespace
 
-Status GetCollectiveLayout(CollectiveLayout* out) {
-  void* base = nullptr;
-  HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
-  int64_t w = NPes();
-  size_t words = kWorkspaceBytes / sizeof(int64_t);
-  if (static_cast<size_t>(3 * w + 3) > words) {
-    return Status::Unsupported("collectives support up to " + std::to_string((words - 3) / 3) +
-                               " ranks (workspace of " + std::to_string(kWorkspaceBytes) + " bytes)");
-  }
-  auto* p = static_cast<int64_t*>(base);
-  *out = {p, p + w, p + w + 1, p + w + 2, p + w + 3};
-  return Status::OK();
-}
-
-Status CollectiveBegin(int64_t* epoch) {
+Status CollectiveBegin(int64_t* epoch, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   return Begin(j, epoch);
 }
 
-Status CollectiveWaitReady(int peer, int64_t epoch) {
+Status CollectiveWaitReady(int peer, int64_t epoch, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   if (peer < 0 || peer >= j.w) return Status::InvalidArgument("CollectiveWaitReady: peer out of range");
   return WaitReady(j, peer, epoch);
 }
 
-Status CollectiveWaitArrivals(int64_t n) {
+Status CollectiveWaitArrivals(int64_t n, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   return WaitArrivals(j, n);
 }
 
-Status CollectiveWaitConsumed(int64_t extra) {
+Status CollectiveWaitConsumed(int64_t extra, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   return WaitConsumed(j, extra);
 }
 
-Status CollectiveConsumed(int peer) {
+Status CollectiveConsumed(int peer, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   return Consumed(j, peer);
 }
 
-Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim) {
+Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   int me = j.me, w = j.w;
   auto* o = static_cast<char*>(out);
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read our slot from a pull call
-  if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, me, block_dim));
+  if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, j.G(me), block_dim));
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(Begin(j, &e, !pull && bytes <= kGatedMax));
   if (!pull) {
@@ -256,33 +269,33 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
     bool gated_any = false;
     for (int k = 1; k < w && bytes <= kGatedMax; ++k) {
       int p = (me + k) % w;
-      if (!CanHoldGated(p)) continue;
+      if (!CanHoldGated(j.G(p))) continue;
       gated_any = true;
-      HPSHMEM_RETURN_IF_ERROR(PutMemSignalGated(o + me * bytes, in, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd,
-                                                p, j.L.ready + p, e));
+      HPSHMEM_RETURN_IF_ERROR(PutMemSignalGated(o + me * bytes, in, bytes, j.At(p, j.L.arrivals), kWord, 1,
+                                                SignalOp::kAdd, j.G(p), j.At(p, j.L.ready + p), e));
     }
     for (int k = 1; k < w; ++k) {  // rotated start spreads the traffic over the peers
       int p = (me + k) % w;
-      if (gated_any && CanHoldGated(p)) continue;
+      if (gated_any && CanHoldGated(j.G(p))) continue;
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd,
-                                                p, block_dim));
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, j.At(p, j.L.arrivals), kWord, 1,
+                                                SignalOp::kAdd, j.G(p), block_dim));
     }
     return WaitArrivals(j, w - 1);
   }
   for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
     if (p == me) continue;
     HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-    HPSHMEM_RETURN_IF_ERROR(ops::GetMem(o + p * bytes, o + p * bytes, bytes, p, block_dim));
+    HPSHMEM_RETURN_IF_ERROR(ops::GetMem(o + p * bytes, o + p * bytes, bytes, j.G(p), block_dim));
     HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
   }
   return WaitConsumed(j, w - 1);  // our buffers are the caller's again once every reader is done
 }
 
 Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv, const int64_t* recv_elems,
-                size_t itemsize, bool pull, int block_dim) {
+                size_t itemsize, bool pull, int block_dim, int team) {
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   const CollectiveLayout& L = j.L;
   int me = j.me, w = j.w;
   auto* r = static_cast<char*>(recv);
@@ -302,16 +315,17 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
       int64_t n = send_elems[p];
       if (n != want) {
         if (bad.ok()) bad = Mismatch(me, p, n, want);
-        HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
-        HPSHMEM_RETURN_IF_ERROR(Signal(L.arrivals, kWord, 1, SignalOp::kAdd, p));  // still arrive: nobody hangs
+        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.mismatch), kWord, 1, SignalOp::kAdd, j.G(p)));
+        // Still arrive: nobody hangs.
+        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
         continue;
       }
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + at, sends[p], n * itemsize, L.arrivals, kWord, 1, SignalOp::kAdd,
-                                                p, block_dim));
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + at, sends[p], n * itemsize, j.At(p, L.arrivals), kWord, 1,
+                                                SignalOp::kAdd, j.G(p), block_dim));
     }
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w));
   } else {
-    auto* b = reinterpret_cast<char*>(L.ready);  // the workspace starts with ready[]
+    char* b = j.ws;  // pieces are named by offset from the workspace base, the same on every rank
     HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
       words[0] = static_cast<const char*>(sends[p]) - b;
       words[1] = send_elems[p];
@@ -322,9 +336,9 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
       int64_t src_off = L.place[2 * p], n = L.place[2 * p + 1];
       if (n != recv_elems[p]) {
         if (bad.ok()) bad = Mismatch(p, me, n, recv_elems[p]);
-        HPSHMEM_RETURN_IF_ERROR(Signal(L.mismatch, kWord, 1, SignalOp::kAdd, p));
+        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.mismatch), kWord, 1, SignalOp::kAdd, j.G(p)));
       } else {
-        HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, p, block_dim));
+        HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, j.G(p), block_dim));
       }
       offset += recv_elems[p] * itemsize;
       HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
@@ -346,12 +360,12 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
   return Status::OK();
 }
 
-Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm) {
+Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm, int team) {
   const char* what = "shmem_allreduce";
   size_t item = DTypeSize(dtype);
   if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   auto* d = static_cast<char*>(data);
   size_t bytes = count * item;
   if (algorithm == AllreduceAlgorithm::kAuto)
@@ -379,17 +393,17 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
   for (int k = 1; k < j.w; ++k) {
     int p = (j.me + k) % j.w;
     HPSHMEM_RETURN_IF_ERROR(
-        ops::PutMemSignal(mine, mine, (hi - lo) * item, j.L.arrivals, kWord, 1, SignalOp::kAdd, p));
+        ops::PutMemSignal(mine, mine, (hi - lo) * item, j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
   }
   return WaitArrivals(j, j.w - 1);
 }
 
-Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op) {
+Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op, int team) {
   const char* what = "shmem_reduce_scatter";
   size_t item = DTypeSize(dtype);
   if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
@@ -401,10 +415,10 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
   return AllConsumed(j);
 }
 
-Status Broadcast(void* data, size_t bytes, int root) {
+Status Broadcast(void* data, size_t bytes, int root, int team) {
   const char* what = "shmem_broadcast";
   Job j;
-  HPSHMEM_RETURN_IF_ERROR(Open(&j));
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   if (root < 0 || root >= j.w) return CheckRank(root, j.w, "root");
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
   int64_t e;
@@ -412,7 +426,8 @@ Status Broadcast(void* data, size_t bytes, int root) {
   if (j.me == root) {
     for (int k = 1; k < j.w; ++k) {
       int p = (j.me + k) % j.w;
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data, data, bytes, j.L.arrivals, kWord, 1, SignalOp::kAdd, p));
+      HPSHMEM_RETURN_IF_ERROR(
+          ops::PutMemSignal(data, data, bytes, j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
     }
   } else {
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, 1));
@@ -420,6 +435,17 @@ Status Broadcast(void* data, size_t bytes, int root) {
   // A rank that left now could overwrite the words of this call that a slower
   // rank has yet to compare (Agree): everyone leaves once all have compared.
   return AllConsumed(j);
+}
+
+Status TeamBarrier(int team) {
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
+  // As Barrier: what this rank did before is complete at its targets first.
+  HPSHMEM_RETURN_IF_ERROR(Quiet());
+  int64_t e;
+  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
+  for (int k = 1; k < j.w; ++k) HPSHMEM_RETURN_IF_ERROR(WaitReady(j, (j.me + k) % j.w, e));
+  return Status::OK();
 }
 
 }  // namespace hpshmem::ops

@@ -1,0 +1,280 @@
+// Teams: ordered subsets of the ranks with their own collective words.
+//
+// Workspace layout (byte offsets from the workspace base, zero at Init):
+//   [0, world)            the world team's words, TeamBlockWords(nranks) int64
+//   [mailbox, +40*nranks) one mailbox per sender rank: {offset, hash, size,
+//                         hello, verdict}, written only by that sender
+//   [arena, end)          the other teams' words, allocated per rank
+//
+// Why mailboxes: members of a new team must learn where each other keeps the
+// team's words without any rank outside the team taking part (torch's groups
+// and OpenSHMEM's splits are created by their members, in an order only the
+// members share). A member allocates its block locally and tells every other
+// member where, in that member's mailbox slot for it. Each pair counts the
+// creations and destructions it shares (`team_pair_seq`), so "hello" and
+// "verdict" are GE comparisons against a count that only grows: nothing is
+// ever reset, and a slot is rewritten only after its reader has read it (a
+// member sends the next hello only after every verdict of the last creation,
+// which its peers send after reading their hellos).
+#include <cstring>
+#include <iterator>
+
+#include "runtime.h"
+
+namespace hpshmem {
+namespace {
+
+constexpr size_t kMailboxWords = 5;  // off, hash, size, hello, verdict
+constexpr size_t kAlign = 64;
+
+size_t RoundUp(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
+size_t WorldBytes(int n) { return RoundUp(TeamBlockWords(n) * sizeof(int64_t)); }
+size_t MailboxOffset(int nranks) { return WorldBytes(nranks); }
+size_t ArenaOffset(int nranks) {
+  return RoundUp(MailboxOffset(nranks) + static_cast<size_t>(nranks) * kMailboxWords * sizeof(int64_t));
+}
+
+int64_t* Mailbox(Runtime* rt, int sender) {
+  return reinterpret_cast<int64_t*>(rt->sym_base + MailboxOffset(rt->nranks)) + sender * kMailboxWords;
+}
+
+// The member list as one word, so that members can compare lists in a message.
+int64_t HashMembers(const int* pes, int n) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the ranks, in order
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(static_cast<uint64_t>(n));
+  for (int i = 0; i < n; ++i) mix(static_cast<uint64_t>(pes[i]));
+  return static_cast<int64_t>(h >> 1);  // non-negative: signal words compare signed
+}
+
+std::string Describe(const int* pes, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n && i < 16; ++i) s += (i ? ", " : "") + std::to_string(pes[i]);
+  if (n > 16) s += ", ... (" + std::to_string(n) + " ranks)";
+  return s + "]";
+}
+
+// First fit in the arena; under team_mu.
+bool ArenaAlloc(Runtime* rt, size_t bytes, size_t* off) {
+  for (auto it = rt->team_free.begin(); it != rt->team_free.end(); ++it) {
+    if (it->second < bytes) continue;
+    *off = it->first;
+    size_t left = it->second - bytes;
+    rt->team_free.erase(it);
+    if (left) rt->team_free[*off + bytes] = left;
+    return true;
+  }
+  return false;
+}
+
+void ArenaFree(Runtime* rt, size_t off, size_t bytes) {
+  auto next = rt->team_free.lower_bound(off);
+  if (next != rt->team_free.end() && off + bytes == next->first) {  // merge with the range after
+    bytes += next->second;
+    next = rt->team_free.erase(next);
+  }
+  if (next != rt->team_free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {  // and with the one before
+      prev->second += bytes;
+      return;
+    }
+  }
+  rt->team_free[off] = bytes;
+}
+
+TeamState* Lookup(Runtime* rt, int team) {
+  std::lock_guard<std::mutex> lk(rt->team_mu);
+  if (team < 0 || static_cast<size_t>(team) >= rt->teams.size()) return nullptr;
+  return rt->teams[team].get();
+}
+
+// One exchange among the members of `pes` other than this rank: sends `words`
+// (3 words, or none) and a hello numbered by the pair's count, then reads each
+// member's. `check(i, theirs)` judges member i's words; then every member
+// sends and collects verdicts, so that a member that found a disagreement
+// fails everyone. Returns the first disagreement seen here or reported.
+template <class Check>
+Status Exchange(Runtime* rt, const int* pes, int n, const int64_t* words, const std::vector<uint8_t>& scope,
+                const char* what, Check&& check) {
+  const int me = rt->rank;
+  std::vector<int64_t> seq(n, 0);
+  {
+    std::lock_guard<std::mutex> lk(rt->team_mu);
+    for (int i = 0; i < n; ++i)
+      if (pes[i] != me) seq[i] = ++rt->team_pair_seq[pes[i]];
+  }
+  int64_t* mine = Mailbox(rt, me);  // our slot, at the same offset on every peer
+  for (int i = 0; i < n; ++i) {
+    if (pes[i] == me) continue;
+    if (words) {
+      HPSHMEM_RETURN_IF_ERROR(
+          PutMemSignal(mine, words, 3 * sizeof(int64_t), mine + 3, SignalType::kInt64, seq[i], SignalOp::kSet, pes[i]));
+    } else {
+      HPSHMEM_RETURN_IF_ERROR(Signal(mine + 3, SignalType::kInt64, seq[i], SignalOp::kSet, pes[i]));
+    }
+  }
+  std::string bad;
+  for (int i = 0; i < n; ++i) {
+    if (pes[i] == me) continue;
+    int64_t* slot = Mailbox(rt, pes[i]);
+    std::string label = std::string(what) + ": hello from rank " + std::to_string(pes[i]);
+    int64_t seen = 0;
+    HPSHMEM_RETURN_IF_ERROR(
+        WaitSignal(rt, slot + 3, SignalType::kInt64, Cmp::kGe, seq[i], &seen, label.c_str(), &scope));
+    if (seen != seq[i] && bad.empty()) {
+      bad = "rank " + std::to_string(pes[i]) + " has created or destroyed " + std::to_string(seen - seq[i]) +
+            " more team(s) shared with rank " + std::to_string(me) + " than this rank (teams must be created in "
+            "the same order on their members)";
+    }
+    if (bad.empty()) {
+      int64_t theirs[3];
+      for (int k = 0; k < 3; ++k) theirs[k] = std::atomic_ref<int64_t>(slot[k]).load(std::memory_order_acquire);
+      bad = check(i, theirs);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (pes[i] == me) continue;
+    HPSHMEM_RETURN_IF_ERROR(
+        Signal(mine + 4, SignalType::kInt64, 2 * seq[i] + (bad.empty() ? 0 : 1), SignalOp::kSet, pes[i]));
+  }
+  std::string reported;
+  for (int i = 0; i < n; ++i) {
+    if (pes[i] == me) continue;
+    int64_t v = 0;
+    std::string label = std::string(what) + ": verdict of rank " + std::to_string(pes[i]);
+    HPSHMEM_RETURN_IF_ERROR(
+        WaitSignal(rt, Mailbox(rt, pes[i]) + 4, SignalType::kInt64, Cmp::kGe, 2 * seq[i], &v, label.c_str(), &scope));
+    if ((v & 1) && reported.empty()) reported = std::to_string(pes[i]);
+  }
+  if (!bad.empty()) return Status::CollectiveMismatch(std::string(what) + ": " + bad);
+  if (!reported.empty())
+    return Status::CollectiveMismatch(std::string(what) + ": rank " + reported +
+                                      " found that the members disagree on the team");
+  return Status::OK();
+}
+
+}  // namespace
+
+void InitTeams(Runtime* rt) {
+  auto world = std::make_unique<TeamState>();
+  world->pes.resize(rt->nranks);
+  for (int r = 0; r < rt->nranks; ++r) world->pes[r] = r;
+  world->block.assign(rt->nranks, 0);
+  world->member.assign(rt->nranks, 1);
+  world->me = rt->rank;
+  rt->teams.clear();
+  rt->teams.push_back(std::move(world));
+  rt->team_pair_seq.assign(rt->nranks, 0);
+  rt->team_free.clear();
+  size_t arena = ArenaOffset(rt->nranks);
+  if (arena < kWorkspaceBytes) rt->team_free[arena] = kWorkspaceBytes - arena;
+}
+
+const std::vector<uint8_t>* TeamScope(Runtime* rt, int team) {
+  if (team == kTeamWorld || team < 0) return nullptr;
+  TeamState* t = Lookup(rt, team);
+  return t ? &t->member : nullptr;
+}
+
+CollectiveCounters* GetCollectiveCounters() {
+  CallScope call;
+  Runtime* rt = call.rt();
+  return rt ? &rt->teams[kTeamWorld]->coll : nullptr;
+}
+
+Status GetTeam(int team, TeamView* out) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("GetTeam");
+  TeamState* t = Lookup(rt, team);
+  if (!t) return Status::InvalidArgument("team id " + std::to_string(team) + " names no live team");
+  out->size = static_cast<int>(t->pes.size());
+  out->me = t->me;
+  out->pes = t->pes.data();
+  out->block = t->block.data();
+  out->counters = &t->coll;
+  return Status::OK();
+}
+
+Status TeamCreate(const int* pes, int n, int* team) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("TeamCreate");
+  const char* what = "team creation";
+  if (n < 1 || !pes) return Status::InvalidArgument("team creation: the member list is empty");
+  auto t = std::make_unique<TeamState>();
+  t->member.assign(rt->nranks, 0);
+  for (int i = 0; i < n; ++i) {
+    if (pes[i] < 0 || pes[i] >= rt->nranks)
+      return Status::InvalidArgument("team creation: rank " + std::to_string(pes[i]) + " is out of range [0, " +
+                                     std::to_string(rt->nranks) + ")");
+    if (t->member[pes[i]]) return Status::InvalidArgument("team creation: rank " + std::to_string(pes[i]) + " is listed twice");
+    t->member[pes[i]] = 1;
+    if (pes[i] == rt->rank) t->me = i;
+  }
+  if (t->me < 0)
+    return Status::InvalidArgument("team creation: rank " + std::to_string(rt->rank) + " is not in the member list " +
+                                   Describe(pes, n) + " (only members create a team)");
+  for (int i = 0; i < n; ++i) HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pes[i], what));
+  t->pes.assign(pes, pes + n);
+  t->block.assign(n, 0);
+  t->own_bytes = RoundUp(TeamBlockWords(n) * sizeof(int64_t));
+  size_t off = 0;
+  {
+    std::lock_guard<std::mutex> lk(rt->team_mu);
+    if (!ArenaAlloc(rt, t->own_bytes, &off))
+      return Status::OutOfMemory("team creation: no room for a team of " + std::to_string(n) +
+                                 " ranks in the collective workspace (" + std::to_string(kWorkspaceBytes) +
+                                 " bytes, shared by this rank's live teams); destroy teams no longer used");
+  }
+  // Nobody writes these words before reading our hello, sent below.
+  std::memset(rt->sym_base + off, 0, t->own_bytes);
+  t->block[t->me] = static_cast<int64_t>(off);
+  const int64_t hash = HashMembers(pes, n);
+  const int64_t words[3] = {static_cast<int64_t>(off), hash, n};
+  Status s = Exchange(rt, pes, n, words, t->member, what, [&](int i, const int64_t* theirs) -> std::string {
+    if (theirs[1] == hash && theirs[2] == n) {
+      t->block[i] = theirs[0];
+      return "";
+    }
+    return "rank " + std::to_string(rt->rank) + " creates the team " + Describe(pes, n) + ", but rank " +
+           std::to_string(pes[i]) + " a different one (" + std::to_string(theirs[2]) +
+           " ranks; the same ranks in another order also differ)";
+  });
+  std::lock_guard<std::mutex> lk(rt->team_mu);
+  if (!s.ok()) {
+    ArenaFree(rt, off, t->own_bytes);
+    return s;
+  }
+  size_t id = 1;
+  while (id < rt->teams.size() && rt->teams[id]) ++id;
+  if (id == rt->teams.size()) rt->teams.emplace_back();
+  rt->teams[id] = std::move(t);
+  *team = static_cast<int>(id);
+  return Status::OK();
+}
+
+Status TeamDestroy(int team) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("TeamDestroy");
+  if (team == kTeamWorld) return Status::InvalidArgument("the world team cannot be destroyed");
+  TeamState* t = Lookup(rt, team);
+  if (!t) return Status::InvalidArgument("team id " + std::to_string(team) + " names no live team");
+  // Our updates to the members' words land before they may reuse them.
+  HPSHMEM_RETURN_IF_ERROR(rt->QuietAll());
+  HPSHMEM_RETURN_IF_ERROR(Exchange(rt, t->pes.data(), static_cast<int>(t->pes.size()), nullptr, t->member,
+                                   "team destruction", [](int, const int64_t*) { return std::string(); }));
+  std::lock_guard<std::mutex> lk(rt->team_mu);
+  ArenaFree(rt, static_cast<size_t>(t->block[t->me]), t->own_bytes);
+  rt->teams[team].reset();
+  return Status::OK();
+}
+
+}  // namespace hpshmem
