@@ -222,15 +222,16 @@ NB_MODULE(_hpshmem, m) {
     // Not a wait and not a copy: a few atomics, cheaper with the GIL held.
     Check(hpshmem::ops::SignalOpRemote(P(sig), t, value, static_cast<hpshmem::SignalOp>(op), pe));
   });
-  m.def("wait_until", [](uintptr_t sig, int width, int cmp, int64_t value, const std::string& label) {
+  m.def("wait_until", [](uintptr_t sig, int width, int cmp, int64_t value, const std::string& label, int team) {
     auto t = Width(width);
     int64_t seen = 0;
     NoGil([&] {
       return hpshmem::ops::SignalWaitUntil(P(sig), t, static_cast<hpshmem::Cmp>(cmp), value, &seen,
-                                           label.empty() ? nullptr : label.c_str());
+                                           label.empty() ? nullptr : label.c_str(), team);
     });
     return seen;
-  }, nb::arg("sig"), nb::arg("width"), nb::arg("cmp"), nb::arg("value"), nb::arg("label") = "");
+  }, nb::arg("sig"), nb::arg("width"), nb::arg("cmp"), nb::arg("value"), nb::arg("label") = "",
+     nb::arg("team") = 0, "A lost rank fails the wait only when it is a member of `team` (0: any rank).");
   m.def("signal_fetch", [](uintptr_t sig, int width) {
     int64_t v = 0;
     Check(hpshmem::SignalFetch(P(sig), Width(width), &v));
@@ -241,58 +242,80 @@ NB_MODULE(_hpshmem, m) {
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
 
   // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
-  m.def("coll_epoch", [] {
-    auto* c = hpshmem::GetCollectiveCounters();
-    if (!c) Check(hpshmem::Status::NotInitialized("coll_epoch before init"));
-    return c->epoch;
-  });
-  m.def("coll_begin", [] {
+  // Teams (hpshmem.h): ids are this rank's handles, 0 the world.
+  m.def("team_create", [](const std::vector<int>& pes) {
+    int t = -1;
+    NoGil([&] { return hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &t); });
+    return t;
+  }, nb::arg("pes"), "Collective over the members only: the team of these global ranks, in this order.");
+  m.def("team_destroy", [](int team) { NoGil([&] { return hpshmem::TeamDestroy(team); }); }, nb::arg("team"));
+  m.def("team_info", [](int team) {
+    hpshmem::TeamView v;
+    Check(hpshmem::GetTeam(team, &v));
+    return nb::make_tuple(v.me, std::vector<int>(v.pes, v.pes + v.size));
+  }, nb::arg("team"), "(this rank's team rank, the members' global ranks).");
+  m.def("team_barrier", [](int team) { NoGil([&] { return hpshmem::ops::TeamBarrier(team); }); }, nb::arg("team"));
+
+  // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
+  // `team`: 0 = every rank; peers and roots are team ranks.
+  m.def("coll_epoch", [](int team) {
+    hpshmem::TeamView v;
+    Check(hpshmem::GetTeam(team, &v));
+    return v.counters->epoch;
+  }, nb::arg("team") = 0);
+  m.def("coll_begin", [](int team) {
     int64_t e = 0;
-    Check(hpshmem::ops::CollectiveBegin(&e));
+    Check(hpshmem::ops::CollectiveBegin(&e, team));
     return e;
-  });
-  m.def("coll_wait_ready", [](int peer, int64_t epoch) {
-    NoGil([&] { return hpshmem::ops::CollectiveWaitReady(peer, epoch); });
-  });
-  m.def("coll_wait_consumed", [](int64_t extra) {
-    NoGil([&] { return hpshmem::ops::CollectiveWaitConsumed(extra); });
-  });
-  m.def("coll_consumed", [](int peer) { Check(hpshmem::ops::CollectiveConsumed(peer)); });
-  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim) {
-    NoGil([&] { return hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim); });
-  }, nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0);
+  }, nb::arg("team") = 0);
+  m.def("coll_wait_ready", [](int peer, int64_t epoch, int team) {
+    NoGil([&] { return hpshmem::ops::CollectiveWaitReady(peer, epoch, team); });
+  }, nb::arg("peer"), nb::arg("epoch"), nb::arg("team") = 0);
+  m.def("coll_wait_consumed", [](int64_t extra, int team) {
+    NoGil([&] { return hpshmem::ops::CollectiveWaitConsumed(extra, team); });
+  }, nb::arg("extra"), nb::arg("team") = 0);
+  m.def("coll_consumed", [](int peer, int team) { Check(hpshmem::ops::CollectiveConsumed(peer, team)); },
+        nb::arg("peer"), nb::arg("team") = 0);
+  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim, int team) {
+    NoGil([&] { return hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim, team); });
+  }, nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0,
+     nb::arg("team") = 0);
   m.def("alltoall", [](const std::vector<uintptr_t>& sends, const std::vector<int64_t>& send_elems, uintptr_t recv,
-                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim) {
-    size_t w = static_cast<size_t>(hpshmem::NPes());
+                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim, int team) {
+    hpshmem::TeamView v;
+    Check(hpshmem::GetTeam(team, &v));
+    size_t w = static_cast<size_t>(v.size);
     if (sends.size() != w || send_elems.size() != w || recv_elems.size() != w)
       Check(hpshmem::Status::InvalidArgument("alltoall: one send, send count and receive count per rank"));
     std::vector<const void*> ptrs(w);
     for (size_t i = 0; i < w; ++i) ptrs[i] = P(sends[i]);
     NoGil([&] {
       return hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
-                                    block_dim);
+                                    block_dim, team);
     });
   }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
-     nb::arg("pull"), nb::arg("block_dim") = 0);
-  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm) {
+     nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0);
+  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team) {
     NoGil([&] {
       return hpshmem::ops::Allreduce(P(data), count, static_cast<hpshmem::ops::DType>(dtype),
                                      static_cast<hpshmem::ops::ReduceOp>(op),
-                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm));
+                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm), team);
     });
   }, nb::arg("data"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("algorithm") = 0,
+     nb::arg("team") = 0,
      "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
      "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm.");
-  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op) {
+  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team) {
     NoGil([&] {
       return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
-                                         static_cast<hpshmem::ops::ReduceOp>(op));
+                                         static_cast<hpshmem::ops::ReduceOp>(op), team);
     });
-  }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"),
+  }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("team") = 0,
      "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count).");
-  m.def("broadcast", [](uintptr_t data, size_t bytes, int root) {
-    NoGil([&] { return hpshmem::ops::Broadcast(P(data), bytes, root); });
-  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), "Collective: symmetric `data` (bytes) = root's.");
+  m.def("broadcast", [](uintptr_t data, size_t bytes, int root, int team) {
+    NoGil([&] { return hpshmem::ops::Broadcast(P(data), bytes, root, team); });
+  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), nb::arg("team") = 0,
+     "Collective: symmetric `data` (bytes) = root's (a team rank).");
   m.def("debug_state", &hpshmem::DebugState);
   m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
         "Why the last MindSpore graph-mode kernel failed (empty if none did).");

@@ -32,6 +32,11 @@ class SymmetricMemoryHandler(Protocol):
     def framework_rank(self) -> Optional[Tuple[int, int]]:
         """(rank, world size) from the framework's own process group, or None."""
 
+    def group_ranks(self, group: Any) -> Optional[Sequence[int]]:
+        """The global ranks of the framework's group object (torch ProcessGroup, MindSpore group
+        name), in group-rank order; None for the whole job. TypeError for what is not a group,
+        ValueError for a group this rank is not a member of."""
+
     # ---- tensors
     def is_tensor(self, x: Any) -> bool: ...
 

@@ -31,9 +31,10 @@ Status PutMemSignal(void* target, const void* src, size_t bytes, void* sig, Sign
                     SignalOp op, int pe, int block_dim = 0);
 // Atomic SET/ADD on rank pe's signal word.
 Status SignalOpRemote(void* sig, SignalType type, int64_t value, SignalOp op, int pe);
-// Blocks until the local signal compares true; see hpshmem::SignalWaitUntil.
+// Blocks until the local signal compares true; see hpshmem::SignalWaitUntil
+// (only the loss of a member of `team` fails it).
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                       const char* label = nullptr);
+                       const char* label = nullptr, int team = kTeamWorld);
 
 // ---------------------------------------------------------------- collective copies
 // The data movement of allgather and alltoall, and the epoch protocol they

@@ -19,6 +19,11 @@ Conventions (the RFC's):
 * Symmetric tensors come from :func:`empty`; a remote ``target``/``src``/``signal``
   must be one. Signals are int32 or int64 symmetric tensors.
 * Tensors are treated as flat arrays and must be contiguous and on the CPU.
+* Collectives take ``group=``: None (every rank), a list of global ranks, a torch
+  ``ProcessGroup`` or a MindSpore group name. Only the group's members call; "world size",
+  ranks, roots and list positions are then the group's, in the order its ranks are listed.
+  Each group has its own epochs: groups run collectives concurrently and back to back, ranks
+  outside a group never block on it, and a member's death fails only its groups' calls.
 
 Every call checks all of its arguments before it touches memory: a bad argument
 raises :class:`ShmemValueError` (a ``ValueError``) or :class:`ShmemTypeError` (a
@@ -55,7 +60,7 @@ from hyper_parallel.core.symmetric_memory._base import (
 from hyper_parallel.core.symmetric_memory._checks import (
     _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _int64, _matrix, _mode, _overlap,
     _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor, _reduce_dtype, _reduce_op,
-    _algorithm)
+    _algorithm, _group, _group_rank)
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
 # The algorithms import nothing from this package's API; imported once here, not per call (an
@@ -256,62 +261,73 @@ def shmem_put_with_signal(target: Tensor, target_offset: IntArg, src: Tensor, sr
     _C.put_signal(dst, src_addr, nbytes, sig, width, value, op, _rank(target_rank), _block_dim(block_dim))
 
 
-def barrier() -> None:
-    """Collective: every earlier put is complete everywhere when any rank leaves.
+def barrier(group: Any = None) -> None:
+    """Collective: every earlier put of the group's members is complete at its target when any
+    member leaves. `group`: as the collectives' (None: every rank).
 
-    Raises: ShmemTimeoutError, PeerDeadError (names the dead rank).
+    Raises: ShmemTimeoutError, PeerDeadError (names the dead rank), ShmemValueError/ShmemTypeError (group).
     """
     if _sync is not None:
         _sync()
     _require_init("barrier()")
-    _C.barrier()
+    g = _group(group, "barrier()")
+    if g is None:
+        _C.barrier()
+    else:
+        _C.team_barrier(g.team)
 
 
 # --------------------------------------------------------------------------- collectives
 def shmem_allgather(output_tensor: Tensor, input_tensor: Tensor, *, mode: str = "push",
-                    block_dim: Optional[int] = None) -> Tensor:
+                    block_dim: Optional[int] = None, group: Any = None) -> Tensor:
     """Collective. ``output_tensor`` (symmetric, W x numel(input) elements, same dtype) receives
     every rank's ``input_tensor`` concatenated in rank order (flat). Reusable back to back
     with no re-zeroing or barrier; this rank's output is not written by a faster peer before
     this rank enters its next call. ``mode="pull"`` reads the pieces in rank order instead of
     having them pushed. In place is fine: ``input_tensor`` may be this rank's slice of
-    ``output_tensor``. Returns ``output_tensor``.
+    ``output_tensor``. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks. Returns ``output_tensor``.
 
-    Raises: ShmemTypeError (dtypes), ShmemValueError (sizes, mode), ShmemTimeoutError, PeerDeadError.
+    Raises: ShmemTypeError (dtypes), ShmemValueError (sizes, mode, group), ShmemTimeoutError, PeerDeadError.
     """
     if _sync is not None:
         _sync()
-    if _fast_allgather(output_tensor, input_tensor, mode, block_dim):
+    if group is None and _fast_allgather(output_tensor, input_tensor, mode, block_dim):
         return output_tensor
     o_addr, o_numel, itemsize, o_dtype = _symmetric(output_tensor, "output_tensor")
     i_addr, i_numel, _, i_dtype = _tensor(input_tensor, "input_tensor")
     if o_dtype != i_dtype:
         raise _type_error(f"output_tensor ({o_dtype}) and input_tensor ({i_dtype}) must have the same dtype")
     _require_init("shmem_allgather()")
-    w = _state.world
+    g = _group(group, "shmem_allgather()")
+    w = _state.world if g is None else g.size
     if o_numel != w * i_numel:
         raise _value_error(f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
                            f"{w * i_numel} elements, has {o_numel}")
-    collectives.allgather(o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim))
+    collectives.allgather(o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim),
+                          0 if g is None else g.team)
     return output_tensor
 
 
 def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
                    receive_list: Union[Sequence[IntArg], Tensor], *, mode: str = "push",
-                   block_dim: Optional[int] = None) -> Tensor:
+                   block_dim: Optional[int] = None, group: Any = None) -> Tensor:
     """Collective. ``send_tensor_list[p]`` goes to rank p; ``receive_tensor`` (symmetric) receives
     the pieces packed in source-rank order, ``receive_list[q]`` elements (a list of ints or an
     integer tensor) from rank q. Uneven and empty pieces are fine; the offsets are exchanged
     by the library, and a size that disagrees with the sender raises CollectiveMismatchError
-    on both sides. In ``mode="pull"`` every send tensor must be symmetric. Returns ``receive_tensor``.
+    on both sides. In ``mode="pull"`` every send tensor must be symmetric. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks.
+    Returns ``receive_tensor``.
     """
     if _sync is not None:
         _sync()
-    if _fast_alltoall(send_tensor_list, receive_tensor, receive_list, mode, block_dim):
+    if group is None and _fast_alltoall(send_tensor_list, receive_tensor, receive_list, mode, block_dim):
         return receive_tensor
     r_addr, r_numel, itemsize, r_dtype = _symmetric(receive_tensor, "receive_tensor")
     _require_init("shmem_alltoall()")
-    w = _state.world
+    g = _group(group, "shmem_alltoall()")
+    w = _state.world if g is None else g.size
     mode = _mode(mode)
     if not isinstance(send_tensor_list, (list, tuple)) or len(send_tensor_list) != w:
         raise _value_error(f"send_tensor_list must be a list of world_size = {w} tensors")
@@ -339,11 +355,12 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
         _C.check_index(_int64(counts[q], f"receive_list[{q}]"), f"receive_list[{q}]")
     if sum(counts) > r_numel:
         raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
-    collectives.alltoall(addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim))
+    collectives.alltoall(addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim),
+                         0 if g is None else g.team)
     return receive_tensor
 
 
-def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str] = None) -> Tensor:
+def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str] = None, group: Any = None) -> Tensor:
     """Collective, in place: `tensor` (symmetric) becomes on every rank the element-wise `op` ("sum",
     "avg", "max", "min", "prod") of every rank's `tensor`. Deterministic: the ranks' values are
     combined in rank order, so every rank gets the same bits, call after call; float16/bfloat16 are
@@ -351,7 +368,8 @@ def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str]
     `algorithm`: None (by size: one-shot up to 256 KiB or on 2 ranks, else two-shot), "one_shot"
     (every rank reduces the whole tensor from every rank's copy) or "two_shot" (rank r reduces
     block r, then puts it into everyone's block r). Reusable back to back with no re-zeroing or
-    barrier. Returns `tensor`.
+    barrier. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks. Returns `tensor`.
 
     Raises: ShmemTypeError (a dtype it cannot reduce: bool, complex, unsigned wider than 8 bits),
     ShmemValueError (op, algorithm, not symmetric), CollectiveMismatchError on every rank when
@@ -359,19 +377,23 @@ def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str]
     """
     if _sync is not None:
         _sync()
-    if _fast_allreduce(tensor, op, algorithm):
+    if group is None and _fast_allreduce(tensor, op, algorithm):
         return tensor
     addr, numel, _, dtype = _symmetric(tensor, "tensor")
     code, op_code, algo = _reduce_dtype(dtype, "tensor"), _reduce_op(op), _algorithm(algorithm)
     _require_init("shmem_allreduce()")
-    collectives.allreduce(addr, numel, code, op_code, algo)
+    g = _group(group, "shmem_allreduce()")
+    collectives.allreduce(addr, numel, code, op_code, algo, 0 if g is None else g.team)
     return tensor
 
 
-def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum") -> Tensor:  # noqa: A002 (torch's name)
+def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum", *,  # noqa: A002 (torch's name)
+                         group: Any = None) -> Tensor:
     """Collective. `output` (any CPU tensor, n elements) on rank r = elements [r*n, (r+1)*n) of the
     element-wise `op` of every rank's `input` (symmetric, world_size x n elements, same dtype).
-    Same ops, order and rounding as :func:`shmem_allreduce`; `input` is left unchanged. Returns `output`.
+    Same ops, order and rounding as :func:`shmem_allreduce`; `input` is left unchanged.
+    `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks. Returns `output`.
 
     Raises: as shmem_allreduce; ShmemValueError when input is not world_size x numel(output).
     """
@@ -383,16 +405,20 @@ def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum") -> Tens
         raise _type_error(f"output ({o_dtype}) and input ({i_dtype}) must have the same dtype")
     code, op_code = _reduce_dtype(i_dtype, "input"), _reduce_op(op)
     _require_init("shmem_reduce_scatter()")
-    w = _state.world
+    g = _group(group, "shmem_reduce_scatter()")
+    w = _state.world if g is None else g.size
     if i_numel != w * o_numel:
         raise _value_error(f"input must have world_size x numel(output) = {w} x {o_numel} = {w * o_numel} elements, "
                            f"has {i_numel}")
-    collectives.reduce_scatter(o_addr, i_addr, o_numel, code, op_code)
+    collectives.reduce_scatter(o_addr, i_addr, o_numel, code, op_code, 0 if g is None else g.team)
     return output
 
 
-def shmem_broadcast(tensor: Tensor, root: IntArg) -> Tensor:
-    """Collective: `tensor` (symmetric) on every rank becomes `root`'s. Returns `tensor`.
+def shmem_broadcast(tensor: Tensor, root: IntArg, *, group: Any = None) -> Tensor:
+    """Collective: `tensor` (symmetric) on every rank becomes `root`'s. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks.
+    (`root` is a group rank, as in OpenSHMEM; torch's ``broadcast`` calls it ``group_src``.)
+    Returns `tensor`.
 
     Raises: ShmemValueError (root out of range, not symmetric), CollectiveMismatchError on every
     rank when ranks pass different sizes or roots (nothing written), ShmemTimeoutError, PeerDeadError.
@@ -400,14 +426,16 @@ def shmem_broadcast(tensor: Tensor, root: IntArg) -> Tensor:
     if _sync is not None:
         _sync()
     addr, numel, itemsize, _ = _symmetric(tensor, "tensor")
-    r = _rank(root, "root")
-    collectives.broadcast(addr, numel * itemsize, r)
+    _require_init("shmem_broadcast()")
+    g = _group(group, "shmem_broadcast()")
+    r = _group_rank(root, g, "root")
+    collectives.broadcast(addr, numel * itemsize, r, 0 if g is None else g.team)
     return tensor
 
 
 def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_out: Tensor, signal: Tensor,
                             block_size: Optional[IntArg] = None, *, mode: str = "push",
-                            overlap: Optional[bool] = None) -> Tuple[Tensor, Tensor]:
+                            overlap: Optional[bool] = None, group: Any = None) -> Tuple[Tensor, Tensor]:
     """Collective. ``gather_out = AllGather(a)`` along dim 0 and ``c = gather_out @ b``, overlapped:
     each block of ``block_size`` rows of ``a`` is pushed with a signal of its own, and the
     matmul of a block starts as soon as its signal is seen while later blocks are in flight.
@@ -420,14 +448,16 @@ def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_ou
     rank) on a host the ranks already fill. The row partition is fixed by ``block_size``, so
     results never depend on arrival timing. ``overlap=True`` pushes from a worker thread while
     this thread computes; the default (None) does so only on hosts with a core to spare per rank.
-    Returns (gather_out, c).
+    `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks. (W is then the group's size.) Returns (gather_out, c).
     """
     if _sync is not None:
         _sync()
     (_, _, itemsize, dtype), (m, k) = _matrix(a, "a")
     (_, _, _, b_dtype), (kb, n) = _matrix(b, "b")
     _require_init("fused_all_gather_matmul()")
-    w = _state.world
+    g = _group(group, "fused_all_gather_matmul()")
+    w = _state.world if g is None else g.size
     if kb != k:
         raise _value_error(f"a is ({m}, {k}) but b is ({kb}, {n}): inner dimensions differ")
     (_, _, _, g_dtype) = _symmetric(gather_out, "gather_out")
@@ -454,11 +484,11 @@ def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_ou
                            f"{w * nblocks} elements, has {s_numel}")
     return fused.all_gather_matmul(_handler, a, b, c, gather_out, (sig_addr, width), m=m, k=k,
                                    block_rows=block_rows, nblocks=nblocks, itemsize=itemsize, mode=_mode(mode),
-                                   overlap=_overlap(overlap, w))
+                                   overlap=_overlap(overlap, _state.world), team=0 if g is None else g.team)
 
 
 def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, signal: Tensor, reduce_op: str = "sum",
-                                *, mode: str = "push", overlap: Optional[bool] = None) -> Tensor:
+                                *, mode: str = "push", overlap: Optional[bool] = None, group: Any = None) -> Tensor:
     """Collective. Returns rows [r*m/W, (r+1)*m/W) of the sum (``reduce_op="sum"``) or mean
     (``"avg"``) over ranks of ``x1 @ x2``, on rank r. Partial products go out in the RFC's
     rotated order ``(rank + j) % W`` while the next one is computed; the receiver adds them
@@ -469,14 +499,16 @@ def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, sig
     elements, zeroed once after allocation. ``overlap=True`` computes one partial per target and
     pushes each from a worker thread while the next is computed; ``False`` computes all partials
     in one matmul (faster where the ranks fill the cores); None (default) picks by host.
-    Returns a new (m/W, n) tensor.
+    `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only its members call, and ranks, roots and list positions are then group ranks. (W is then the group's size.) Returns a new (m/W, n) tensor.
     """
     if _sync is not None:
         _sync()
     (_, _, itemsize, dtype), (m, k) = _matrix(x1, "x1")
     (_, _, _, x2_dtype), (k2, n) = _matrix(x2, "x2")
     _require_init("fused_matmul_reduce_scatter()")
-    w = _state.world
+    g = _group(group, "fused_matmul_reduce_scatter()")
+    w = _state.world if g is None else g.size
     if k2 != k:
         raise _value_error(f"x1 is ({m}, {k}) but x2 is ({k2}, {n}): inner dimensions differ")
     if x2_dtype != dtype:
@@ -495,22 +527,24 @@ def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, sig
         raise _value_error(f"signal must have at least world_size = {w} elements")
     return fused.matmul_reduce_scatter(_handler, x1, x2, symm_tensor, (sig_addr, width), m=m, n=n,
                                        itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode),
-                                       overlap=_overlap(overlap, w))
+                                       overlap=_overlap(overlap, _state.world), team=0 if g is None else g.team)
 
 
 # --------------------------------------------------------------------------- rendezvous
 def rendezvous(tensor: Tensor, group: Any = None) -> SymmetricMemoryHandle:
     """Handle giving `rank`, `world_size`, `buffer_ptrs` and `get_buffer(peer, shape, dtype,
-    storage_offset)` for a symmetric tensor. Needs no communication: symmetric allocation
-    already puts the tensor at the same offset on every rank. `group` must be None or the
-    whole job (sub-groups are not supported yet).
+    storage_offset)` for a symmetric tensor. Symmetric allocation already puts the tensor at the
+    same offset on every rank, so this needs no communication beyond making the group's team on
+    its first use. With `group` (a list of global ranks, a torch ProcessGroup or a MindSpore group
+    name; only members call), `rank`, `world_size`, `peer` and `buffer_ptrs` are the group's, in
+    group-rank order, and ``handle.barrier()`` is the group's barrier.
+
+    Raises: ShmemValueError (not symmetric, bad group), ShmemTypeError (group).
     """
-    if group is not None:
-        size = getattr(group, "size", None)
-        if size is None or size() != get_world_size():
-            raise NotImplementedError("rendezvous on a sub-group is not supported; pass group=None")
     addr, numel, itemsize, dtype = _symmetric(tensor, "tensor")
-    return SymmetricMemoryHandle(tensor, addr, dtype, _state.find(addr, numel * itemsize))
+    _require_init("rendezvous()")
+    g = _group(group, "rendezvous()")
+    return SymmetricMemoryHandle(tensor, addr, dtype, _state.find(addr, numel * itemsize), g)
 
 
 # --------------------------------------------------------------------------- lifecycle / info
@@ -552,6 +586,7 @@ def finalize() -> None:
         _state.bases.clear()
         _state.last = None
         _state.world = 0
+        _state.groups.clear()
         _comm.reset()
         _C.finalize()
 

@@ -10,7 +10,7 @@ import operator
 
 from hyper_parallel.core.signals import COMPARE_OP_NAMES, SIGNAL_OP_NAMES
 from hyper_parallel.core.symmetric_memory._base import _C, _fast, _handler, _type_error, _value_error
-from hyper_parallel.core.symmetric_memory._state import _require_init, _state
+from hyper_parallel.core.symmetric_memory._state import _Group, _require_init, _state
 from hyper_parallel.core.symmetric_memory.algorithms.fused import spare_cores
 
 _SIGNAL_OPS = SIGNAL_OP_NAMES
@@ -92,6 +92,59 @@ def _rank(x, name: str = "target_rank") -> int:
     _require_init("this call")
     r = _int(x, name)
     _C.check_rank(r, _state.world, name)
+    return r
+
+
+def _group(group, what: str):
+    """The _Group for `group` (None, a list of global ranks, or the framework's group object),
+    made on its first use (collective over its members only), or None for the whole job."""
+    if group is None:
+        return None
+    _require_init(what)
+    cacheable = not isinstance(group, (list, range))  # tuples, ProcessGroups, group names
+    if cacheable:
+        g = _state.groups.get(group, False)
+        if g is not False:
+            return g
+    if isinstance(group, (list, tuple, range)):
+        pes = [_int(r, f"group[{i}]") for i, r in enumerate(group)]
+    else:
+        try:
+            pes = _handler.group_ranks(group)
+        except TypeError as e:
+            raise _type_error(f"{what}: {e}") from None
+        except ValueError as e:
+            raise _value_error(f"{what}: {e}") from None
+        if pes is None:
+            _state.groups[group] = None
+            return None
+        pes = [int(r) for r in pes]
+    w, me = _state.world, _C.my_pe()
+    if not pes:
+        raise _value_error(f"{what}: group has no ranks")
+    for i, r in enumerate(pes):
+        _C.check_rank(r, w, f"group[{i}]")
+    if len(set(pes)) != len(pes):
+        raise _value_error(f"{what}: group lists a rank twice: {pes}")
+    if me not in pes:
+        raise _value_error(f"{what}: rank {me} is not a member of group {pes} (only members call a group's collectives)")
+    key = tuple(pes)
+    with _state.lock:
+        g = _state.groups.get(key, False)
+        if g is False:
+            g = None if pes == list(range(w)) else _Group(_C.team_create(pes), pes)
+            _state.groups[key] = g
+        if cacheable:
+            _state.groups[group] = g
+    return g
+
+
+def _group_rank(x, g, name: str) -> int:
+    """A rank of group `g` (the whole job when None), checked against its size."""
+    if g is None:
+        return _rank(x, name)
+    r = _int(x, name)
+    _C.check_rank(r, g.size, name)
     return r
 
 

@@ -62,6 +62,7 @@ class _State:
         self.bases: list[int] = []
         self.world = 0  # world size while initialized, else 0 (cached: read on every call)
         self.last = None  # the allocation find() returned last
+        self.groups: dict = {}  # member ranks (tuple) -> _Group, made on first use; dropped at finalize
 
     def add(self, a: _Allocation):
         self.allocs[a.addr] = a
@@ -89,6 +90,19 @@ class _State:
 
 
 _state = _State()
+
+
+class _Group:
+    """A subset of the job's ranks as the runtime's team: `team` (this rank's id for it),
+    `rank` (this rank's group rank), `size`, `pes` (global ranks in group-rank order)."""
+
+    __slots__ = ("team", "rank", "size", "pes")
+
+    def __init__(self, team: int, pes):
+        self.team = team
+        self.pes = tuple(pes)
+        self.rank = self.pes.index(_C.my_pe())
+        self.size = len(self.pes)
 
 
 def _bootstrap_host() -> str:

@@ -3,8 +3,8 @@
 namespace hpshmem::ops {
 
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                       const char* label) {
-  return hpshmem::SignalWaitUntil(sig, type, cmp, value, observed, label);
+                       const char* label, int team) {
+  return hpshmem::SignalWaitUntil(sig, type, cmp, value, observed, label, team);
 }
 
 }  // namespace hpshmem::ops

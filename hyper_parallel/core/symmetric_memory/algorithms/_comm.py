@@ -18,36 +18,40 @@ _GE = 4  # compare_op codes as in the runtime; collectives only ever wait with >
 
 
 class Comm:
-    """Rank and world of one initialized job, the epoch calls, and a background pusher.
-    (The C++ calls raise ShmemUnsupportedError past the ranks the workspace holds.)"""
+    """One team's view of the job: this rank's team rank and the team's size, the global rank of
+    each member (`pes[p]`, for puts and signals), the team's epoch calls, and the background
+    pusher. Team 0 is every rank. Peers below are team ranks. (The C++ calls raise
+    ShmemUnsupportedError past the ranks the workspace holds.)"""
 
-    def __init__(self):
-        self.rank = _C.my_pe()
-        self.world = _C.n_pes()
+    def __init__(self, team: int = 0):
+        self.team = team
+        self.rank, pes = _C.team_info(team)
+        self.pes = tuple(pes)
+        self.world = len(self.pes)
         self._pool = None
         self._lock = threading.Lock()
 
     @property
     def epoch(self) -> int:
-        """Collective calls this rank has entered (the same count on every rank)."""
-        return _C.coll_epoch()
+        """Collective calls of this team this rank has entered (the same count on every member)."""
+        return _C.coll_epoch(self.team)
 
     def begin(self) -> int:
-        """Enter the next collective call: returns its epoch and announces it to every peer."""
-        return _C.coll_begin()
+        """Enter the team's next collective call: returns its epoch and announces it to every member."""
+        return _C.coll_begin(self.team)
 
     def wait_ready(self, peer: int, e: int):
-        """Block until `peer` has entered call `e` (so its buffers may be written)."""
-        _C.coll_wait_ready(peer, e)
+        """Block until member `peer` has entered call `e` (so its buffers may be written)."""
+        _C.coll_wait_ready(peer, e, self.team)
 
     def wait_consumed(self, extra: int = 0):
         """Block until peers have finished every read of this rank's buffers announced so far
         (plus `extra` more, which are then counted as announced)."""
-        _C.coll_wait_consumed(extra)
+        _C.coll_wait_consumed(extra, self.team)
 
     def done_reading(self, peer: int):
-        """Tell `peer` this rank has finished reading its buffers (pull mode)."""
-        _C.coll_consumed(peer)
+        """Tell member `peer` this rank has finished reading its buffers (pull mode)."""
+        _C.coll_consumed(peer, self.team)
 
     # ------------------------------------------------------------------ background pushes
     def pusher(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -64,20 +68,19 @@ class Comm:
             self._pool = None
 
 
-_comm: Comm | None = None
+_comms: dict = {}  # team id -> Comm
 
 
-def comm() -> Comm:
-    """The Comm of the live job (made on first use after init, dropped at finalize)."""
-    global _comm
-    if _comm is None:
-        _comm = Comm()
-    return _comm
+def comm(team: int = 0) -> Comm:
+    """The Comm of a team of the live job (made on first use after init, dropped at finalize)."""
+    c = _comms.get(team)
+    if c is None:
+        c = _comms[team] = Comm(team)
+    return c
 
 
 def reset():
     """Forget the job (finalize); the runtime's counters start again from zero at the next init."""
-    global _comm
-    if _comm is not None:
-        _comm.close()
-    _comm = None
+    for c in _comms.values():
+        c.close()
+    _comms.clear()

@@ -42,15 +42,16 @@ def spare_cores(world: int) -> bool:
 
 
 def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_rows: int, nblocks: int,
-                      itemsize: int, mode: str, overlap: bool):
+                      itemsize: int, mode: str, overlap: bool, team: int = 0):
     """gather_out = AllGather(a) (dim 0); c_out = gather_out @ b, block by block.
 
     a: (m, k) local; gather_out: (W*m, k) symmetric; c_out: (W*m, n); sig = (addr, width) of
     W*nblocks signal words: slot src*nblocks + blk says "block blk of rank src has arrived".
-    A rank computes its own blocks first, then each source's blocks as they arrive.
+    A rank computes its own blocks first, then each source's blocks as they arrive. Ranks here
+    are team ranks; `g` maps them to the global ranks the runtime's verbs take.
     """
-    c = comm()
-    me, w = c.rank, c.world
+    c = comm(team)
+    me, w, g = c.rank, c.world, c.pes
     sig_addr, width = sig
     a_addr = h.describe(a)[0]
     g_addr = h.describe(gather_out)[0]
@@ -58,7 +59,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
     e = c.epoch + 1
     _check_signal_clear(c, sig_addr, width, w * nblocks, e, "fused_all_gather_matmul")
     c.wait_consumed()  # pull readers of our gather_out slot from an earlier call
-    _C.put(g_addr + me * m * row_bytes, a_addr, m * row_bytes, me, 0)
+    _C.put(g_addr + me * m * row_bytes, a_addr, m * row_bytes, g[me], 0)
     c.begin()
 
     def announce_all():
@@ -72,9 +73,9 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
                 if mode == "push":
                     off = (me * m + r0) * row_bytes
                     _C.put_signal(g_addr + off, a_addr + r0 * row_bytes, (r1 - r0) * row_bytes, slot, width, e,
-                                  _SET, p, 0)
+                                  _SET, g[p], 0)
                 else:  # pull: our slot is in place; tell the consumer the block may be read
-                    _C.signal(slot, width, e, _SET, p)
+                    _C.signal(slot, width, e, _SET, g[p])
 
     pending = None
     if w > 1 and mode == "push" and overlap:
@@ -105,10 +106,10 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
                     break
             src, blk = todo.pop(pick)
             slot = src * nblocks + blk
-            _C.wait_until(sig_addr + slot * width, width, _GE, e, f"signal[{slot}]")
+            _C.wait_until(sig_addr + slot * width, width, _GE, e, f"signal[{slot}]", team)
             g0, g1 = src * m + blk * block_rows, src * m + min(m, (blk + 1) * block_rows)
             if mode == "pull":
-                _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (g1 - g0) * row_bytes, src, 0)
+                _C.get(g_addr + g0 * row_bytes, g_addr + g0 * row_bytes, (g1 - g0) * row_bytes, g[src], 0)
             h.matmul_into(h.rows(gather_out, g0, g1), b, c_out, g0, g1)
             left[src] -= 1
             if mode == "pull" and left[src] == 0:
@@ -122,7 +123,7 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
 
 
 def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize: int, reduce_op: str, mode: str,
-                          overlap: bool):
+                          overlap: bool, team: int = 0):
     """Rows [r*m/W, (r+1)*m/W) of sum_ranks(x1 @ x2) (mean for "avg"), on rank r.
 
     symm_out: symmetric, >= m*n elements of the result dtype; push: rank s deposits its
@@ -130,10 +131,11 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     its own rows [t*mr, (t+1)*mr) and t reads it. sig: W signal words, slot s = "from rank s".
     Partials are computed for the targets in the RFC's rotated order (rank + j) % W, each sent
     as soon as it is ready; the receiver sums in rank order, so the result does not depend on
-    arrival timing or on the mode (push and pull agree bit for bit).
+    arrival timing or on the mode (push and pull agree bit for bit). Ranks are team ranks (see
+    all_gather_matmul).
     """
-    c = comm()
-    me, w = c.rank, c.world
+    c = comm(team)
+    me, w, g = c.rank, c.world, c.pes
     mr = m // w
     sig_addr, width = sig
     s_addr = h.describe(symm_out)[0]
@@ -149,7 +151,7 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     def push(t, part):
         c.wait_ready(t, e)
         _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e,
-                      _SET, t, 0)
+                      _SET, g[t], 0)
 
     # overlap: one matmul per target, each partial pushed by the worker thread while the next
     # is computed. Without: one matmul for all targets (a split matmul is slower on a busy
@@ -168,19 +170,19 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
                 else:
                     push(t, part)
             else:
-                _C.put(s_addr + t * slot_bytes, h.describe(part)[0], slot_bytes, me, 0)
+                _C.put(s_addr + t * slot_bytes, h.describe(part)[0], slot_bytes, g[me], 0)
                 c.wait_ready(t, e)
-                _C.signal(sig_addr + me * width, width, e, _SET, t)
+                _C.signal(sig_addr + me * width, width, e, _SET, g[t])
         acc_dtype = h.accumulate_dtype(own)
         acc = first = None
         for src in range(w):  # rank order, whatever the arrival order
             if src == me:
                 part = own
             else:
-                _C.wait_until(sig_addr + src * width, width, _GE, e, f"signal[{src}]")
+                _C.wait_until(sig_addr + src * width, width, _GE, e, f"signal[{src}]", team)
                 if mode == "pull":
                     part = h.new_empty((mr, n), h.describe(own)[3])
-                    _C.get(h.describe(part)[0], s_addr + me * slot_bytes, slot_bytes, src, 0)
+                    _C.get(h.describe(part)[0], s_addr + me * slot_bytes, slot_bytes, g[src], 0)
                     c.done_reading(src)
                 else:
                     part = h.rows(h.flat_view(symm_out, mr * n * w, (w * mr, n)), src * mr, (src + 1) * mr)

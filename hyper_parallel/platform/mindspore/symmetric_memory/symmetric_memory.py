@@ -148,6 +148,19 @@ class MindSporeSymmetricMemoryHandler:
     def api_loaded(self, api) -> None:
         """Nothing to hook: MindSpore's graph mode uses the kernels of graph.py."""
 
+    def group_ranks(self, group):
+        if not isinstance(group, str):
+            raise TypeError(f"group must be a MindSpore group name, a list of ranks or None, got {type(group).__name__}")
+        from mindspore import communication as comm
+
+        if group in (comm.HCCL_WORLD_COMM_GROUP, comm.NCCL_WORLD_COMM_GROUP, comm.MCCL_WORLD_COMM_GROUP):
+            return None
+        try:
+            return list(comm.get_process_group_ranks(group))
+        except Exception as e:  # MindSpore raises RuntimeError/ValueError by backend
+            raise ValueError(f"group {group!r}: MindSpore cannot list its ranks ({e}); "
+                             "pass a list of ranks instead") from None
+
     # ------------------------------------------------------------ tensors
     def is_tensor(self, x) -> bool:
         return isinstance(x, ms.Tensor)

@@ -82,6 +82,19 @@ class TorchSymmetricMemoryHandler:
             return dist.get_rank(), dist.get_world_size()
         return None
 
+    def group_ranks(self, group):
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            raise TypeError("group: torch.distributed is not available; pass a list of ranks")
+        if group is dist.GroupMember.NON_GROUP_MEMBER:
+            raise ValueError("group: this rank is not a member of the process group")
+        if not isinstance(group, dist.ProcessGroup):
+            raise TypeError(f"group must be a torch ProcessGroup, a list of ranks or None, got {type(group).__name__}")
+        if group is dist.GroupMember.WORLD:
+            return None
+        return dist.get_process_group_ranks(group)
+
     # ------------------------------------------------------------ tensors
     def is_tensor(self, x) -> bool:
         return isinstance(x, torch.Tensor)
