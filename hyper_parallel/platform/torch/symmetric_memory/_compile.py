@@ -61,6 +61,22 @@ def _unpack(ints: Sequence[int], tensors: Sequence[Optional[torch.Tensor]], strs
     return [s or (t if t is not None else i) for i, t, s in zip(ints, tensors, strs.split("\0"))]
 
 
+# A collective's group travels as its global ranks ([] for the whole job); the plain function
+# gets them back as a list (the same group: the API names groups by their ranks).
+def _group_ranks(group) -> List[int]:
+    """Evaluated once while tracing (the group is a constant of the graph)."""
+    if group is None:
+        return []
+    if isinstance(group, (list, tuple, range)):
+        return [int(r) for r in group]
+    ranks = _api()._handler.group_ranks(group)
+    return [] if ranks is None else [int(r) for r in ranks]
+
+
+def _group_of(group_ranks: Sequence[int]):
+    return list(group_ranks) if group_ranks else None
+
+
 # --------------------------------------------------------------------------- operators
 # The scalars of each operator, in order, travel as (ints, tensors, strs); see _scalars.
 # (A schema has no list of strings: the names travel joined by NULs.)
@@ -102,50 +118,57 @@ def _wait(depend_tensor: Optional[torch.Tensor], signal: torch.Tensor, ints: Int
 
 
 @torch.library.custom_op(f"{_NS}::barrier", mutates_args=())
-def _barrier() -> None:
-    _api().barrier()
+def _barrier(group_ranks: Ints) -> None:
+    _api().barrier(_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::allgather", mutates_args=("output_tensor",))
 def _allgather(output_tensor: torch.Tensor, input_tensor: torch.Tensor, copy_mode: str,
-               block_dim: Optional[int]) -> None:
-    _api().shmem_allgather(output_tensor, input_tensor, mode=copy_mode, block_dim=block_dim)
+               block_dim: Optional[int], group_ranks: Ints) -> None:
+    _api().shmem_allgather(output_tensor, input_tensor, mode=copy_mode, block_dim=block_dim,
+                           group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::alltoall", mutates_args=("receive_tensor",))
 def _alltoall(send_tensor_list: List[torch.Tensor], receive_tensor: torch.Tensor, receive_counts: Ints,
-              receive_list_tensor: Optional[torch.Tensor], copy_mode: str, block_dim: Optional[int]) -> None:
+              receive_list_tensor: Optional[torch.Tensor], copy_mode: str, block_dim: Optional[int],
+              group_ranks: Ints) -> None:
     counts = receive_list_tensor if receive_list_tensor is not None else receive_counts
-    _api().shmem_alltoall(send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim)
+    _api().shmem_alltoall(send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim,
+                          group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::allreduce", mutates_args=("tensor",))
-def _allreduce(tensor: torch.Tensor, op: str, algorithm: Optional[str]) -> None:
-    _api().shmem_allreduce(tensor, op, algorithm=algorithm)
+def _allreduce(tensor: torch.Tensor, op: str, algorithm: Optional[str], group_ranks: Ints) -> None:
+    _api().shmem_allreduce(tensor, op, algorithm=algorithm, group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::reduce_scatter", mutates_args=("output",))
-def _reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: str) -> None:  # noqa: A002 (the API's name)
-    _api().shmem_reduce_scatter(output, input, op)
+def _reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: str,  # noqa: A002 (the API's name)
+                    group_ranks: Ints) -> None:
+    _api().shmem_reduce_scatter(output, input, op, group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::broadcast", mutates_args=("tensor",))
-def _broadcast(tensor: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs) -> None:
+def _broadcast(tensor: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, group_ranks: Ints) -> None:
     (root,) = _unpack(ints, tensors, strs)
-    _api().shmem_broadcast(tensor, root)
+    _api().shmem_broadcast(tensor, root, group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::fused_all_gather_matmul", mutates_args=("gather_out", "c"))
 def _fused_agmm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, gather_out: torch.Tensor, signal: torch.Tensor,
-                ints: Ints, tensors: Tensors, strs: Strs, copy_mode: str, overlap: Optional[bool]) -> None:
+                ints: Ints, tensors: Tensors, strs: Strs, copy_mode: str, overlap: Optional[bool],
+                group_ranks: Ints) -> None:
     block = _unpack(ints, tensors, strs)[0] if ints else None
-    _api().fused_all_gather_matmul(a, b, c, gather_out, signal, block, mode=copy_mode, overlap=overlap)
+    _api().fused_all_gather_matmul(a, b, c, gather_out, signal, block, mode=copy_mode, overlap=overlap,
+                                   group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::fused_matmul_reduce_scatter", mutates_args=("symm_tensor",))
 def _fused_mmrs(x1: torch.Tensor, x2: torch.Tensor, symm_tensor: torch.Tensor, signal: torch.Tensor, reduce_op: str,
-                copy_mode: str, overlap: Optional[bool]) -> torch.Tensor:
-    return _api().fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op, mode=copy_mode, overlap=overlap)
+                copy_mode: str, overlap: Optional[bool], group_ranks: Ints) -> torch.Tensor:
+    return _api().fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op, mode=copy_mode, overlap=overlap,
+                                              group=_group_of(group_ranks))
 
 
 @torch.library.custom_op(f"{_NS}::argument_error", mutates_args=())
@@ -168,8 +191,9 @@ def _(depend_tensor, signal, ints, tensors, strs):
 
 
 @_fused_mmrs.register_fake
-def _(x1, x2, symm_tensor, signal, reduce_op, copy_mode, overlap):
-    return x1.new_empty((x1.shape[0] // _api().get_world_size(), x2.shape[1]))
+def _(x1, x2, symm_tensor, signal, reduce_op, copy_mode, overlap, group_ranks):
+    w = len(group_ranks) or _api().get_world_size()
+    return x1.new_empty((x1.shape[0] // w, x2.shape[1]))
 
 
 for _op in (_put, _get, _put_with_signal, _signal_op, _wait, _barrier, _allgather, _alltoall, _allreduce,
@@ -188,6 +212,7 @@ def _register_substitutes():
     """Tells TorchDynamo to trace each API function as a call of its operator."""
     symm = _api()
     substitute = torch.compiler.substitute_in_graph
+    group_ranks = torch._dynamo.assume_constant_result(_group_ranks)
 
     @substitute(symm.shmem_put)
     def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
@@ -227,19 +252,20 @@ def _register_substitutes():
         return torch.ops.hyper_parallel.wait_for_signal(depend_tensor, signal, ints, tensors, strs)
 
     @substitute(symm.barrier)
-    def barrier():
-        torch.ops.hyper_parallel.barrier()
+    def barrier(group=None):
+        torch.ops.hyper_parallel.barrier(group_ranks(group))
 
     @substitute(symm.shmem_allgather)
-    def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None):
-        torch.ops.hyper_parallel.allgather(output_tensor, input_tensor, mode, block_dim)
+    def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None, group=None):
+        torch.ops.hyper_parallel.allgather(output_tensor, input_tensor, mode, block_dim, group_ranks(group))
         return output_tensor
 
     @substitute(symm.shmem_alltoall)
-    def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None):
+    def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None, group=None):
+        ranks = group_ranks(group)
         if isinstance(receive_list, torch.Tensor):
             torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, [], receive_list, mode,
-                                              block_dim)
+                                              block_dim, ranks)
         elif not isinstance(receive_list, (list, tuple)):
             return torch.ops.hyper_parallel.argument_error(
                 f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}")
@@ -248,29 +274,31 @@ def _register_substitutes():
             counts, _, _, error = _scalars(names, *receive_list)
             if error:
                 return torch.ops.hyper_parallel.argument_error(error)
-            torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, counts, None, mode, block_dim)
+            torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, counts, None, mode, block_dim,
+                                              ranks)
         return receive_tensor
 
     @substitute(symm.shmem_allreduce)
-    def shmem_allreduce(tensor, op="sum", *, algorithm=None):
-        torch.ops.hyper_parallel.allreduce(tensor, op, algorithm)
+    def shmem_allreduce(tensor, op="sum", *, algorithm=None, group=None):
+        torch.ops.hyper_parallel.allreduce(tensor, op, algorithm, group_ranks(group))
         return tensor
 
     @substitute(symm.shmem_reduce_scatter)
-    def shmem_reduce_scatter(output, input, op="sum"):  # noqa: A002
-        torch.ops.hyper_parallel.reduce_scatter(output, input, op)
+    def shmem_reduce_scatter(output, input, op="sum", *, group=None):  # noqa: A002
+        torch.ops.hyper_parallel.reduce_scatter(output, input, op, group_ranks(group))
         return output
 
     @substitute(symm.shmem_broadcast)
-    def shmem_broadcast(tensor, root):
+    def shmem_broadcast(tensor, root, *, group=None):
         ints, tensors, strs, error = _scalars(("root",), root)
         if error:
             return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.broadcast(tensor, ints, tensors, strs)
+        torch.ops.hyper_parallel.broadcast(tensor, ints, tensors, strs, group_ranks(group))
         return tensor
 
     @substitute(symm.fused_all_gather_matmul)
-    def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None):
+    def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None,
+                                group=None):
         if c is None:
             c = a.new_empty((gather_out.shape[0], b.shape[1]))
         if block_size is None:
@@ -280,13 +308,14 @@ def _register_substitutes():
             if error:
                 return torch.ops.hyper_parallel.argument_error(error)
         torch.ops.hyper_parallel.fused_all_gather_matmul(a, b, c, gather_out, signal, ints, tensors, strs, mode,
-                                                         overlap)
+                                                         overlap, group_ranks(group))
         return gather_out, c
 
     @substitute(symm.fused_matmul_reduce_scatter)
-    def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None):
+    def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None,
+                                    group=None):
         return torch.ops.hyper_parallel.fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op, mode,
-                                                                    overlap)
+                                                                    overlap, group_ranks(group))
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
