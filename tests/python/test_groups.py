@@ -169,6 +169,14 @@ def scenario_group_errors(rank, world):
         assert np.all(F.values(buf) == rank + 10) and np.all(F.values(out) == -1), "a refused call wrote"
         symm.shmem_allgather(out, buf, group=pair)
         assert list(F.values(out)) == [10] * 8 + [11] * 8
+        # Collectives of two groups entered in opposite orders would wait for each other for
+        # good: both ranks raise (long before the 30 s timeout), nothing written.
+        symm.barrier(group=[1, 0])
+        t0 = time.monotonic()
+        with pytest.raises(symm.CollectiveMismatchError, match="different orders"):
+            symm.shmem_allreduce(buf, group=[0, 1] if rank == 0 else [1, 0])
+        assert time.monotonic() - t0 < 5, "found by the wait notes, not by the timeout"
+        assert np.all(F.values(buf) == rank + 10), "a deadlocked call wrote"
     if rank in (0, 2):
         # Members that list a new group in different orders both fail, and nothing is written.
         with pytest.raises(symm.CollectiveMismatchError, match="different"):

@@ -42,6 +42,7 @@ struct TeamState {
   std::vector<uint8_t> member;
   int me = -1;
   size_t own_bytes = 0;  // this rank's block in the team arena (0 for the world: not from the arena)
+  int64_t hash = 0;      // of the member list (TeamView::hash)
   CollectiveCounters coll;
 };
 
@@ -165,7 +166,8 @@ inline Status SymOffset(const Runtime* rt, const void* p, size_t bytes, const ch
 Status CheckSignal(const Runtime* rt, const void* sig, SignalType type, const char* what, size_t* off);
 // SignalWaitUntil on a live runtime; a lost rank fails it only where scope[rank] (any, when null).
 Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                  const char* label, const std::vector<uint8_t>* scope);
+                  const char* label, const std::vector<uint8_t>* scope,
+                  const std::function<Status()>* probe = nullptr);
 
 // ---------------------------------------------------------------- waiting
 
@@ -179,10 +181,11 @@ constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline th
 // only if the condition is still false after seeing the loss (a peer that
 // arrived and then exited cleanly must not fail a completed wait). While it
 // spins it lets the remote transport make progress on this thread.
-// `scope`: the ranks whose loss fails the wait (null: any rank).
+// `scope`: the ranks whose loss fails the wait (null: any rank). `probe`
+// (may be null): see SignalWaitUntilProbed.
 template <class Ready, class Describe>
 Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
-                const std::vector<uint8_t>* scope = nullptr) {
+                const std::vector<uint8_t>* scope = nullptr, const std::function<Status()>* probe = nullptr) {
   if (ready()) return Status::OK();
   Transport* remote = rt->ucx.get();
   // A progress call costs ~100x a pause, and a message from another host
@@ -218,6 +221,10 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
       sched_yield();
       if (ready()) return Status::OK();
       continue;
+    }
+    if (probe && waited >= int64_t{kProbeAfterMs} * 1000000) {
+      Status s = (*probe)();
+      if (!s.ok()) return ready() ? Status::OK() : s;
     }
     // Remote arrivals are handled by the transport's progress thread, which
     // rings this doorbell like a local signal does.

@@ -143,8 +143,16 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
   return WaitSignal(rt, sig, type, cmp, value, observed, label, TeamScope(rt, team));
 }
 
+Status SignalWaitUntilProbed(const void* sig, SignalType type, Cmp cmp, int64_t value, const char* label, int team,
+                             const std::function<Status()>& probe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("SignalWaitUntilProbed");
+  return WaitSignal(rt, sig, type, cmp, value, nullptr, label, TeamScope(rt, team), &probe);
+}
+
 Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                  const char* label, const std::vector<uint8_t>* scope) {
+                  const char* label, const std::vector<uint8_t>* scope, const std::function<Status()>* probe) {
   size_t off;
   HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, sig, type, "SignalWaitUntil", &off));
   if (!ValidCmp(cmp))
@@ -163,7 +171,7 @@ Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_
     return "waiting for " + name + " (" + (type == SignalType::kInt32 ? "int32" : "int64") + ") " + CmpName(cmp) +
            " " + std::to_string(value) + ", last observed " + std::to_string(last);
   };
-  Status s = WaitLoop(rt, &rt->header()->data, ready, describe, scope);
+  Status s = WaitLoop(rt, &rt->header()->data, ready, describe, scope, probe);
   if (observed) *observed = last;
   return s;
 }

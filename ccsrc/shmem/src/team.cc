@@ -4,6 +4,7 @@
 //   [0, world)            the world team's words, TeamBlockWords(nranks) int64
 //   [mailbox, +40*nranks) one mailbox per sender rank: {offset, hash, size,
 //                         hello, verdict}, written only by that sender
+//   [note, +32)           this rank's WaitNote: {seq, team hash, epoch, rank}
 //   [arena, end)          the other teams' words, allocated per rank
 //
 // Why mailboxes: members of a new team must learn where each other keeps the
@@ -30,9 +31,10 @@ constexpr size_t kAlign = 64;
 size_t RoundUp(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 size_t WorldBytes(int n) { return RoundUp(TeamBlockWords(n) * sizeof(int64_t)); }
 size_t MailboxOffset(int nranks) { return WorldBytes(nranks); }
-size_t ArenaOffset(int nranks) {
+size_t NoteOffset(int nranks) {
   return RoundUp(MailboxOffset(nranks) + static_cast<size_t>(nranks) * kMailboxWords * sizeof(int64_t));
 }
+size_t ArenaOffset(int nranks) { return NoteOffset(nranks) + kAlign; }
 
 int64_t* Mailbox(Runtime* rt, int sender) {
   return reinterpret_cast<int64_t*>(rt->sym_base + MailboxOffset(rt->nranks)) + sender * kMailboxWords;
@@ -168,6 +170,7 @@ void InitTeams(Runtime* rt) {
   world->block.assign(rt->nranks, 0);
   world->member.assign(rt->nranks, 1);
   world->me = rt->rank;
+  world->hash = HashMembers(world->pes.data(), rt->nranks);
   rt->teams.clear();
   rt->teams.push_back(std::move(world));
   rt->team_pair_seq.assign(rt->nranks, 0);
@@ -199,7 +202,68 @@ Status GetTeam(int team, TeamView* out) {
   out->pes = t->pes.data();
   out->block = t->block.data();
   out->counters = &t->coll;
+  out->hash = t->hash;
   return Status::OK();
+}
+
+// The note is a seqlock: odd while being written, so a reader (which may be a
+// get from another host) retries rather than mixing two notes.
+void NoteWait(const WaitNote& note) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt || ArenaOffset(rt->nranks) > kWorkspaceBytes) return;
+  auto* w = reinterpret_cast<int64_t*>(rt->sym_base + NoteOffset(rt->nranks));
+  std::atomic_ref<int64_t> seq(w[0]);
+  int64_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<int64_t>(w[1]).store(note.team_hash, std::memory_order_relaxed);
+  std::atomic_ref<int64_t>(w[2]).store(note.epoch, std::memory_order_relaxed);
+  std::atomic_ref<int64_t>(w[3]).store(note.waiting_for, std::memory_order_relaxed);
+  seq.store(s + 2, std::memory_order_release);
+}
+
+Status ReadWaitNote(int pe, WaitNote* out) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("ReadWaitNote");
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "ReadWaitNote"));
+  *out = WaitNote{};
+  if (ArenaOffset(rt->nranks) > kWorkspaceBytes) return Status::OK();
+  auto* local = reinterpret_cast<int64_t*>(rt->sym_base + NoteOffset(rt->nranks));
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int64_t v[4];
+    if (auto* direct = static_cast<int64_t*>(Ptr(local, pe))) {
+      v[0] = std::atomic_ref<int64_t>(direct[0]).load(std::memory_order_acquire);
+      for (int k = 1; k < 4; ++k) v[k] = std::atomic_ref<int64_t>(direct[k]).load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (std::atomic_ref<int64_t>(direct[0]).load(std::memory_order_relaxed) != v[0]) continue;
+    } else {  // a get is not atomic: two equal reads of an even sequence make one note
+      int64_t again[4];
+      HPSHMEM_RETURN_IF_ERROR(GetMem(v, local, sizeof v, pe));
+      HPSHMEM_RETURN_IF_ERROR(GetMem(again, local, sizeof again, pe));
+      if (std::memcmp(v, again, sizeof v) != 0) continue;
+    }
+    if (v[0] & 1) continue;
+    *out = WaitNote{v[1], v[2], static_cast<int>(v[3])};
+    return Status::OK();
+  }
+  return Status::OK();  // always being rewritten: no note (the peer is not blocked)
+}
+
+bool TeamEpochByHash(int64_t hash, int64_t* epoch) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return false;
+  std::lock_guard<std::mutex> lk(rt->team_mu);
+  int found = 0;
+  for (auto& t : rt->teams) {
+    if (t && t->hash == hash) {
+      ++found;
+      *epoch = t->coll.epoch;
+    }
+  }
+  return found == 1;
 }
 
 Status TeamCreate(const int* pes, int n, int* team) {
@@ -237,6 +301,7 @@ Status TeamCreate(const int* pes, int n, int* team) {
   std::memset(rt->sym_base + off, 0, t->own_bytes);
   t->block[t->me] = static_cast<int64_t>(off);
   const int64_t hash = HashMembers(pes, n);
+  t->hash = hash;
   const int64_t words[3] = {static_cast<int64_t>(off), hash, n};
   Status s = Exchange(rt, pes, n, words, t->member, what, [&](int i, const int64_t* theirs) -> std::string {
     if (theirs[1] == hash && theirs[2] == n) {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hpshmem/status.h"
@@ -160,6 +161,7 @@ struct TeamView {
   // TeamBlockWords(size) words of this team (the world's are at 0 on all).
   const int64_t* block = nullptr;
   CollectiveCounters* counters = nullptr;  // this rank's counters for the team
+  int64_t hash = 0;              // of the member list: equal on every member, differs between teams
 };
 // Errors: kNotInitialized; kInvalidArgument for an id that names no live team.
 Status GetTeam(int team, TeamView* out);
@@ -177,6 +179,23 @@ Status TeamCreate(const int* pes, int n, int* team);
 // until every member has entered, then releases the team's words. The world
 // cannot be destroyed (kInvalidArgument). Errors: as TeamCreate.
 Status TeamDestroy(int team);
+
+// Where this rank's collective is blocked, published in its own workspace so
+// that a peer blocked on it can tell a wait that will end from a deadlock:
+// ranks that entered the collectives of different teams in different orders
+// (A waits in team X for B, which waits in team Y for A, which has not
+// entered that call of Y and cannot while it waits in X).
+struct WaitNote {
+  int64_t team_hash = 0;  // TeamView::hash of the team whose call waits
+  int64_t epoch = 0;      // the call waited in
+  int waiting_for = -1;   // global rank waited for; -1: not blocked in a collective
+};
+void NoteWait(const WaitNote& note);
+// A peer's note (a direct load on this host, a get otherwise). Errors: as GetMem.
+Status ReadWaitNote(int pe, WaitNote* out);
+// This rank's collective calls entered in its team with member-list hash
+// `hash`; false when it has no such team (or several).
+bool TeamEpochByHash(int64_t hash, int64_t* epoch);
 
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
@@ -260,6 +279,11 @@ Status ReleaseGated();
 // collectives are not affected by ranks outside it).
 Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
                        int64_t* observed, const char* label = nullptr, int team = kTeamWorld);
+// SignalWaitUntil that, once it has waited kProbeAfterMs, calls `probe` about
+// every 50 ms while it sleeps; a probe's error ends the wait with that error.
+constexpr int kProbeAfterMs = 100;
+Status SignalWaitUntilProbed(const void* sig, SignalType type, Cmp cmp, int64_t value, const char* label, int team,
+                             const std::function<Status()>& probe);
 
 // Reads a local signal word atomically.
 Status SignalFetch(const void* sig, SignalType type, int64_t* out);

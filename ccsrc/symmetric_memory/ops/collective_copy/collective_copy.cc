@@ -26,6 +26,7 @@ struct Job {
   CollectiveLayout L;
   CollectiveCounters* c = nullptr;
   int me = 0, w = 0, team = kTeamWorld;
+  int64_t hash = 0;
   const int* pes = nullptr;
   const int64_t* block = nullptr;
   char* ws = nullptr;  // workspace base (the symmetric range starts with it)
@@ -34,6 +35,13 @@ struct Job {
     return reinterpret_cast<int64_t*>(reinterpret_cast<char*>(word) + (block[p] - block[me]));
   }
 };
+
+// The team's global ranks, for messages: "[3, 1]".
+std::string Members(const Job& j) {
+  std::string s = "[";
+  for (int p = 0; p < j.w && p < 16; ++p) s += (p ? ", " : "") + std::to_string(j.G(p));
+  return s + (j.w > 16 ? ", ...]" : "]");
+}
 
 Status Open(Job* j, int team) {
   TeamView v;
@@ -53,6 +61,7 @@ Status Open(Job* j, int team) {
   j->me = v.me;
   j->w = v.size;
   j->team = team;
+  j->hash = v.hash;
   j->pes = v.pes;
   j->block = v.block;
   return Status::OK();
@@ -89,9 +98,38 @@ Status Begin(const Job& j, int64_t* epoch, bool skip_gated = false) {
   return ReleaseGated();
 }
 
+// A wait for a peer to enter a call is where ranks that called the
+// collectives of different teams in different orders block for good; past
+// kProbeAfterMs it publishes itself (NoteWait) and looks at what the peer
+// waits for: the peer waiting for this rank in another team's call that this
+// rank has not entered is a deadlock, reported at once on both ranks instead
+// of after the timeout.
 Status WaitReady(const Job& j, int peer, int64_t epoch) {
   std::string label = "collective ready[" + std::to_string(peer) + "]";
-  return hpshmem::SignalWaitUntil(j.L.ready + peer, kWord, Cmp::kGe, epoch, nullptr, label.c_str(), j.team);
+  bool noted = false;
+  auto probe = [&]() -> Status {
+    if (!noted) {
+      NoteWait({j.hash, epoch, j.G(peer)});
+      noted = true;
+    }
+    WaitNote theirs;
+    HPSHMEM_RETURN_IF_ERROR(ReadWaitNote(j.G(peer), &theirs));
+    int64_t mine = 0;
+    if (theirs.waiting_for != j.G(j.me) || theirs.team_hash == j.hash ||
+        !TeamEpochByHash(theirs.team_hash, &mine) || mine >= theirs.epoch)
+      return Status::OK();
+    return Status::CollectiveMismatch(
+        "ranks entered the collectives of different groups in different orders: rank " + std::to_string(j.G(j.me)) +
+        " waits for rank " + std::to_string(j.G(peer)) + " in call #" + std::to_string(epoch) + " of group " +
+        Members(j) + ", while rank " + std::to_string(j.G(peer)) + " waits for rank " + std::to_string(j.G(j.me)) +
+        " in call #" + std::to_string(theirs.epoch) + " of another group (the groups' collectives are now out of "
+        "step: end the job)");
+  };
+  Status s = hpshmem::SignalWaitUntilProbed(j.L.ready + peer, kWord, Cmp::kGe, epoch, label.c_str(), j.team, probe);
+  // After a deadlock the note stays: the peer may not have read it yet, and
+  // this call stays unfinished for good.
+  if (noted && s.code() != Code::kCollectiveMismatch) NoteWait({});
+  return s;
 }
 
 // Counters only grow: `expected` is the total this rank has waited for so far; wait for `n` more.
