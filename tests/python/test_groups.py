@@ -128,6 +128,9 @@ def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=
             view = handle.get_buffer(p, (1,), f32)
             assert float(F.values(view)[0]) == float(members[p]), f"group rendezvous view of group rank {p}"
     handle.barrier()
+    teams = symm.debug_state()["teams"]
+    assert teams[0]["ranks"] == list(range(world)), teams
+    assert any(t["ranks"] == list(members) and t["calls"] > calls for t in teams), teams
     symm.barrier()
     symm.finalize()
 
@@ -157,6 +160,22 @@ def scenario_group_errors(rank, world):
             with pytest.raises(exc) as ei:
                 call()
             assert words in str(ei.value), str(ei.value)
+    if os.environ.get("HP_TEST_FRAMEWORK") == "mindspore":
+        # MindSpore's world group is the whole job; a named group needs MindSpore's communication
+        # package to list its ranks (not initialized in these jobs): a clear error, nothing written.
+        symm.shmem_allreduce(buf, group="hccl_world_group")
+        assert np.all(F.values(buf) == sum(r + 10 for r in range(world)))
+        F.fill(buf, rank + 10)
+        with pytest.raises(symm.ShmemValueError, match="cannot list its ranks"):
+            symm.shmem_allreduce(buf, group="tp_group")
+        assert np.all(F.values(buf) == rank + 10)
+    else:
+        import torch.distributed as dist
+        sub = dist.new_group([0, 1])  # collective over the job; rank 2 gets a non-member marker
+        if rank == 2:
+            with pytest.raises(symm.ShmemValueError, match="not a member"):
+                symm.shmem_allreduce(buf, group=sub)
+        assert symm.rendezvous(buf, group=dist.group.WORLD).world_size == world
     pair = [0, 1]
     if rank in pair:
         # sizes are the group's: 2 x 8 elements gathered, roots and peers in [0, 2)

@@ -71,7 +71,22 @@ std::string DebugState() {
     o << (first ? "" : ", ") << "{\"offset\": " << off << ", \"bytes\": " << len << "}";
     first = false;
   }
-  o << "]}, \"barriers\": " << rt->barrier_epoch << ", \"lost_ranks\": [" << rt->LostRanks() << "]}";
+  o << "]}, \"barriers\": " << rt->barrier_epoch << ", \"teams\": [";
+  {
+    // Each live team: this rank's id for it, its members (global ranks, in team order) and the
+    // collective calls this rank has entered in it.
+    std::lock_guard<std::mutex> lk(rt->team_mu);
+    bool first_team = true;
+    for (size_t id = 0; id < rt->teams.size(); ++id) {
+      const TeamState* t = rt->teams[id].get();
+      if (!t) continue;
+      o << (first_team ? "" : ", ") << "{\"id\": " << id << ", \"ranks\": [";
+      for (size_t i = 0; i < t->pes.size() && i < 64; ++i) o << (i ? ", " : "") << t->pes[i];
+      o << "], \"size\": " << t->pes.size() << ", \"calls\": " << t->coll.epoch << "}";
+      first_team = false;
+    }
+  }
+  o << "], \"lost_ranks\": [" << rt->LostRanks() << "]}";
   return o.str();
 }
 
