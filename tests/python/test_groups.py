@@ -259,3 +259,8 @@ def test_killed_member_fails_its_group_only(fw):
     res = run_job(HERE, "scenario_killed_member", 4, framework=fw, timeout=120)
     assert not res.timed_out, res.describe()
     assert res.codes[1] == -_signal.SIGKILL and [res.codes[i] for i in (0, 2, 3)] == [0, 0, 0], res.describe()
+
+
+def test_two_groups_across_hosts():
+    """Both groups span two simulated hosts (ranks 0, 1 on one; 2, 3 on the other; UCX between)."""
+    assert_job_ok(HERE, "scenario_two_groups_concurrently", 4, layout="hosts", kwargs={"calls": 8}, timeout=300)
