@@ -232,19 +232,18 @@ Status ReadWaitNote(int pe, WaitNote* out) {
   if (ArenaOffset(rt->nranks) > kWorkspaceBytes) return Status::OK();
   auto* local = reinterpret_cast<int64_t*>(rt->sym_base + NoteOffset(rt->nranks));
   for (int attempt = 0; attempt < 8; ++attempt) {
-    int64_t v[4];
+    int64_t v[4], again = -1;
     if (auto* direct = static_cast<int64_t*>(Ptr(local, pe))) {
       v[0] = std::atomic_ref<int64_t>(direct[0]).load(std::memory_order_acquire);
       for (int k = 1; k < 4; ++k) v[k] = std::atomic_ref<int64_t>(direct[k]).load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (std::atomic_ref<int64_t>(direct[0]).load(std::memory_order_relaxed) != v[0]) continue;
-    } else {  // a get is not atomic: two equal reads of an even sequence make one note
-      int64_t again[4];
-      HPSHMEM_RETURN_IF_ERROR(GetMem(v, local, sizeof v, pe));
-      HPSHMEM_RETURN_IF_ERROR(GetMem(again, local, sizeof again, pe));
-      if (std::memcmp(v, again, sizeof v) != 0) continue;
+      again = std::atomic_ref<int64_t>(direct[0]).load(std::memory_order_relaxed);
+    } else {  // word by word with atomic reads (a fetching add of 0) the target makes
+      for (int k = 0; k < 4; ++k)
+        HPSHMEM_RETURN_IF_ERROR(AtomicFetch(local + k, SignalType::kInt64, 0, SignalOp::kAdd, pe, &v[k]));
+      HPSHMEM_RETURN_IF_ERROR(AtomicFetch(local, SignalType::kInt64, 0, SignalOp::kAdd, pe, &again));
     }
-    if (v[0] & 1) continue;
+    if ((v[0] & 1) || again != v[0]) continue;
     *out = WaitNote{v[1], v[2], static_cast<int>(v[3])};
     return Status::OK();
   }
