@@ -63,6 +63,11 @@ def _worker(rank, world, port, sizes, quick, result_file):
                 continue  # W copies of the whole tensor per rank: not a size anyone would force it at
             rec(impl, nbytes, _median_time(lambda: symm.shmem_allreduce(buf, "sum", algorithm=algorithm),
                                            symm.barrier, budget, bcast))
+        # The same ranks as a group (listed in reverse: a team of its own, not the whole job): what
+        # group= costs — the Python path instead of the fast path, and the team's own words.
+        group = list(range(world))[::-1]
+        rec("hyper_parallel group", nbytes, _median_time(lambda: symm.shmem_allreduce(buf, "sum", group=group),
+                                                         symm.barrier, budget, bcast))
         gloo_budget = budget if nbytes <= (1 << 22) else 0.0  # gloo's large sizes take seconds per call
         rec("gloo", nbytes, _median_time(lambda: dist.all_reduce(theirs), dist.barrier, gloo_budget, bcast))
         symm.free(buf)

@@ -102,10 +102,12 @@ def _group(group, what: str):
         return None
     _require_init(what)
     cacheable = not isinstance(group, (list, range))  # tuples, ProcessGroups, group names
-    if cacheable:
-        g = _state.groups.get(group, False)
-        if g is not False:
-            return g
+    try:  # a group seen before: no checks again (its ranks were checked when it was made)
+        g = _state.groups.get(group if cacheable else tuple(group), False)
+    except TypeError:  # unhashable: checked below
+        g = False
+    if g is not False:
+        return g
     if isinstance(group, (list, tuple, range)):
         pes = [_int(r, f"group[{i}]") for i, r in enumerate(group)]
     else:
