@@ -16,7 +16,6 @@ namespace {
 
 constexpr SignalType kWord = SignalType::kInt64;
 constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the target's announcement
-constexpr int kMaxRanks = 4096;         // beyond what the collective workspace holds
 
 // What one collective call needs, looked up once per call rather than per
 // step. Indices p are team ranks; G(p) is p's global rank and At(p, w) is
@@ -234,6 +233,7 @@ struct Scratch {
 };
 thread_local Scratch t_result;
 thread_local std::vector<Scratch> t_fetched;
+thread_local std::vector<const void*> t_srcs;  // one source per rank: too many for the stack at large W
 
 // Reduces element range [lo, hi) of symmetric `data` over every rank, in rank
 // order, into `out` (which may be this rank's own range). Peers' copies are
@@ -241,9 +241,10 @@ thread_local std::vector<Scratch> t_fetched;
 // must have entered the call.
 Status ReduceRange(const Job& j, const char* data, size_t lo, size_t hi, size_t item, DType dtype, ReduceOp op,
                    void* out) {
-  const void* srcs[kMaxRanks];
   size_t bytes = (hi - lo) * item;
   if (t_fetched.size() < static_cast<size_t>(j.w)) t_fetched.resize(j.w);
+  if (t_srcs.size() < static_cast<size_t>(j.w)) t_srcs.resize(j.w);
+  const void** srcs = t_srcs.data();
   for (int p = 0; p < j.w; ++p) {
     const char* local = data + lo * item;
     if (void* direct = hpshmem::Ptr(local, j.G(p))) {
