@@ -241,7 +241,6 @@ NB_MODULE(_hpshmem, m) {
   m.def("quiet", [] { Check(hpshmem::Quiet()); });
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
 
-  // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
   // Teams (hpshmem.h): ids are this rank's handles, 0 the world.
   m.def("team_create", [](const std::vector<int>& pes) {
     int t = -1;
