@@ -60,7 +60,7 @@ from hyper_parallel.core.symmetric_memory._base import (
 from hyper_parallel.core.symmetric_memory._checks import (
     _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _int64, _matrix, _mode, _overlap,
     _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor, _reduce_dtype, _reduce_op,
-    _algorithm, _group, _group_rank)
+    _algorithm, _group, _group_pes, _group_rank)
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
 # The algorithms import nothing from this package's API; imported once here, not per call (an

@@ -95,6 +95,22 @@ def _rank(x, name: str = "target_rank") -> int:
     return r
 
 
+def _group_pes(group, what: str):
+    """The global ranks `group` names (a list of ranks, or the framework's group object), in
+    group-rank order, or None for the whole job; unchecked beyond their type."""
+    if group is None:
+        return None
+    if isinstance(group, (list, tuple, range)):
+        return [_int(r, f"group[{i}]") for i, r in enumerate(group)]
+    try:
+        pes = _handler.group_ranks(group)
+    except TypeError as e:
+        raise _type_error(f"{what}: {e}") from None
+    except ValueError as e:
+        raise _value_error(f"{what}: {e}") from None
+    return None if pes is None else [int(r) for r in pes]
+
+
 def _group(group, what: str):
     """The _Group for `group` (None, a list of global ranks, or the framework's group object),
     made on its first use (collective over its members only), or None for the whole job."""
@@ -108,19 +124,10 @@ def _group(group, what: str):
         g = False
     if g is not False:
         return g
-    if isinstance(group, (list, tuple, range)):
-        pes = [_int(r, f"group[{i}]") for i, r in enumerate(group)]
-    else:
-        try:
-            pes = _handler.group_ranks(group)
-        except TypeError as e:
-            raise _type_error(f"{what}: {e}") from None
-        except ValueError as e:
-            raise _value_error(f"{what}: {e}") from None
-        if pes is None:
-            _state.groups[group] = None
-            return None
-        pes = [int(r) for r in pes]
+    pes = _group_pes(group, what)
+    if pes is None:  # the framework's name for the whole job
+        _state.groups[group] = None
+        return None
     w, me = _state.world, _C.my_pe()
     if not pes:
         raise _value_error(f"{what}: group has no ranks")

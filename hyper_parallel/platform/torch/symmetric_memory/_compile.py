@@ -65,12 +65,10 @@ def _unpack(ints: Sequence[int], tensors: Sequence[Optional[torch.Tensor]], strs
 # gets them back as a list (the same group: the API names groups by their ranks).
 def _group_ranks(group) -> List[int]:
     """Evaluated once while tracing (the group is a constant of the graph)."""
-    if group is None:
-        return []
-    if isinstance(group, (list, tuple, range)):
-        return [int(r) for r in group]
-    ranks = _api()._handler.group_ranks(group)
-    return [] if ranks is None else [int(r) for r in ranks]
+    pes = _api()._group_pes(group, "group")
+    if pes == []:  # [] travels as "the whole job": refuse it here, as eager mode does
+        raise _api().ShmemValueError("group has no ranks")
+    return pes or []
 
 
 def _group_of(group_ranks: Sequence[int]):
