@@ -1,7 +1,9 @@
-// A dissemination barrier over the Signal verb, so it works through every
+// The barrier. When every rank shares this host, a central counter in rank
+// 0's header: each rank waits once, for the last to arrive. Otherwise a
+// dissemination barrier over the Signal verb, so it works through every
 // transport: in round k each rank sets the round-k word of rank + 2^k and
-// waits for its own, set by rank - 2^k. ceil(log2 n) rounds; every word has
-// one writer and only grows, so barriers run back to back without resets.
+// waits for its own, set by rank - 2^k. ceil(log2 n) rounds. Either way every
+// word only grows, so barriers run back to back without resets.
 #include "runtime.h"
 
 namespace hpshmem {
@@ -55,6 +57,33 @@ Status Barrier() {
   const int64_t epoch = static_cast<int64_t>(++rt->barrier_epoch);
   const int n = rt->nranks, me = rt->rank;
   std::atomic_ref<uint64_t>(rt->header()->barrier_entered).store(epoch, std::memory_order_release);
+  auto fail = [&](Status s) {
+    if (s.code() == Code::kTimeout) s = Status::Timeout(s.message() + "; " + Missing(rt, epoch));
+    std::lock_guard<std::mutex> lk(rt->broken_mu);
+    rt->broken = "barrier #" + std::to_string(epoch) + ": " + CodeName(s.code());
+    rt->broken_flag.store(true, std::memory_order_release);
+    return s;
+  };
+  if (!rt->ucx && n > 1) {
+    // Every rank maps rank 0's header: the central barrier. The seq_cst add
+    // also orders this rank's earlier shared-memory writes before its arrival.
+    auto* h0 = reinterpret_cast<PeHeader*>(rt->route[0]->Segment(0));
+    std::atomic_ref<uint64_t> arrived(h0->central_arrived), released(h0->central_released);
+    CrossProcessRelease();
+    if (arrived.fetch_add(1, std::memory_order_seq_cst) + 1 == static_cast<uint64_t>(epoch) * n) {
+      released.store(epoch, std::memory_order_seq_cst);
+      Notify(&h0->control);
+      return Status::OK();
+    }
+    auto ready = [&] {
+      bool done = released.load(std::memory_order_acquire) >= static_cast<uint64_t>(epoch);
+      if (done) CrossProcessAcquire();
+      return done;
+    };
+    auto describe = [&] { return "barrier #" + std::to_string(epoch) + " (waiting for every rank to arrive)"; };
+    Status s = WaitLoop(rt, &h0->control, ready, describe);
+    return s.ok() ? s : fail(s);
+  }
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
     int to = (me + dist) % n, from = (me - dist + n) % n;
     HPSHMEM_RETURN_IF_ERROR(
@@ -66,13 +95,7 @@ Status Barrier() {
              std::to_string(from) + ", or a rank it waits for, to arrive)";
     };
     Status s = WaitLoop(rt, &rt->header()->control, ready, describe);
-    if (!s.ok()) {
-      if (s.code() == Code::kTimeout) s = Status::Timeout(s.message() + "; " + Missing(rt, epoch));
-      std::lock_guard<std::mutex> lk(rt->broken_mu);
-      rt->broken = "barrier #" + std::to_string(epoch) + ": " + CodeName(s.code());
-      rt->broken_flag.store(true, std::memory_order_release);
-      return s;
-    }
+    if (!s.ok()) return fail(s);
   }
   return Status::OK();
 }

@@ -61,6 +61,37 @@ bool ValidTimeout(double t) {
   return (t > 0 && t <= kMaxFiniteTimeoutSec) || t == std::numeric_limits<double>::infinity();
 }
 
+constexpr double kMaxWaitPhaseUs = 1e6;
+
+// auto | spin | yield | <spin_us>,<yield_us>
+Status ParseWaitMode(const char* v, Config* c) {
+  std::string t = Lower(v);
+  if (t == "auto") c->wait_mode = Config::WaitMode::kAuto;
+  else if (t == "spin") c->wait_mode = Config::WaitMode::kSpin;
+  else if (t == "yield") c->wait_mode = Config::WaitMode::kYield;
+  else {
+    char* end = nullptr;
+    errno = 0;
+    double spin = std::strtod(t.c_str(), &end);
+    bool ok = errno == 0 && end != t.c_str() && *end == ',';
+    double yield = 0;
+    if (ok) {
+      const char* y = end + 1;
+      yield = std::strtod(y, &end);
+      ok = errno == 0 && end != y && *end == 0;
+    }
+    if (!ok || !(spin >= 0 && spin <= kMaxWaitPhaseUs) || !(yield >= 0 && yield <= kMaxWaitPhaseUs)) {
+      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_WAIT='") + v +
+                                     "' must be auto, spin (every rank has a core of its own), yield (ranks "
+                                     "outnumber cores) or SPIN_US,YIELD_US (microseconds, each 0 to 1e6)");
+    }
+    c->wait_mode = Config::WaitMode::kCustom;
+    c->wait_spin_us = spin;
+    c->wait_yield_us = yield;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Config::Build(const InitAttr& attr, Config* out) {
@@ -112,6 +143,9 @@ Status Config::Build(const InitAttr& attr, Config* out) {
     if (t != "0" && t != "1")
       return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_UCX_RMA='") + v + "' must be 0 or 1");
     c.ucx_rma = t == "1";
+  }
+  if (const char* v = Env("HYPER_PARALLEL_SHMEM_WAIT")) {
+    HPSHMEM_RETURN_IF_ERROR(ParseWaitMode(v, &c));
   }
 
   if (attr.heap_bytes) c.heap_bytes = attr.heap_bytes;

@@ -21,6 +21,11 @@ struct Config {
   std::string host_id;                  // HYPER_PARALLEL_SHMEM_HOST_ID (overrides the detected host)
   bool force_ucx = false;               // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx (auto: by host)
   bool ucx_rma = false;                 // HYPER_PARALLEL_SHMEM_UCX_RMA=1: puts/gets as UCX RMA, not messages
+  // HYPER_PARALLEL_SHMEM_WAIT: how a wait spends its time before it sleeps.
+  // kAuto chooses by this rank's CPUs and the ranks sharing them (WaitPolicy);
+  // kCustom takes wait_spin_us / wait_yield_us as given.
+  enum class WaitMode { kAuto, kSpin, kYield, kCustom } wait_mode = WaitMode::kAuto;
+  double wait_spin_us = 0, wait_yield_us = 0;
 
   // Reads the environment, then applies the set fields of `attr`.
   // Errors: kInvalidArgument naming the variable and its value.

@@ -58,6 +58,10 @@ std::string DebugState() {
     << kLevels[static_cast<int>(rt->config.log_level)] << "\", \"authenticated\": "
     << (rt->boot->has_secret() ? "true" : "false") << ", \"streaming_copy_bytes\": "
     << (StreamingCopyThreshold() == SIZE_MAX ? std::string("null") : std::to_string(StreamingCopyThreshold()))
+    << "}, \"wait\": {\"mode\": \"" << rt->wait.mode << "\", \"cpus\": " << rt->wait.cpus
+    << ", \"ranks_sharing_cpus\": " << rt->wait.sharing
+    << ", \"oversubscribed\": " << (rt->wait.oversubscribed ? "true" : "false")
+    << ", \"spin_us\": " << rt->wait.spin_ns / 1000.0 << ", \"yield_us\": " << rt->wait.yield_ns / 1000.0
     << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
     << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
     << rt->heap_bytes - rt->alloc->bytes_live() - rt->alloc->bytes_retired()

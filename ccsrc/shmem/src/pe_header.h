@@ -60,6 +60,12 @@ struct alignas(64) PeHeader {
   // The last barrier this rank entered (written by the rank itself): on a
   // timeout, the waiting rank reads its same-host peers' to name who is missing.
   alignas(64) uint64_t barrier_entered;
+  // Central barrier (used on rank 0's header only, when every rank shares
+  // this host): every rank adds 1 to `central_arrived` at barrier e; the one
+  // that brings it to e * n sets `central_released` to e. One wait per rank
+  // instead of log2(n) in a row, which matters when ranks outnumber cores.
+  alignas(64) uint64_t central_arrived;
+  alignas(64) uint64_t central_released;
 };
 
 // After the header: the allocator records, two per rank (indexed by seq % 2),

@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "log.h"
@@ -53,6 +54,20 @@ std::vector<bool> SameHostPeers(const std::vector<PeerCard>& cards, int me) {
   return local;
 }
 
+// How this rank waits: it competes for its CPUs with every rank of its
+// machine whose affinity mask overlaps its own.
+WaitPolicy PolicyFor(const std::vector<PeerCard>& cards, int me, int cpus, const Config& c) {
+  int sharing = 0;
+  for (const PeerCard& card : cards) {
+    if (std::strncmp(card.machine, cards[me].machine, sizeof card.machine) != 0) continue;
+    bool overlap = false;
+    for (int w = 0; w < 16 && !overlap; ++w) overlap = (card.cpu_mask[w] & cards[me].cpu_mask[w]) != 0;
+    sharing += overlap ? 1 : 0;
+  }
+  static const char* kModes[] = {"auto", "spin", "yield", "custom"};
+  return ChooseWaitPolicy(kModes[static_cast<int>(c.wait_mode)], c.wait_spin_us, c.wait_yield_us, cpus, sharing);
+}
+
 // Connects the transports: shared memory to the ranks of this host, UCX to
 // the others (a collective that every rank enters when any pair of ranks
 // needs it).
@@ -65,6 +80,13 @@ Status Connect(Runtime* rt) {
   me.pid = ::getpid();
   me.uid = ::getuid();
   me.force_ucx = rt->config.force_ucx ? 1 : 0;
+  {
+    std::string boot;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::getline(f, boot);
+    std::snprintf(me.machine, sizeof me.machine, "%s", boot.c_str());
+  }
+  const int cpus = UsableCpus(me.cpu_mask);
   HPSHMEM_RETURN_IF_ERROR(ShmTransport::Listen(rt->boot.get(), rt->segment.get(), &me, &rt->shm));
   std::vector<PeerCard> cards(rt->nranks);
   HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&me, sizeof me, cards.data()));
@@ -79,6 +101,7 @@ Status Connect(Runtime* rt) {
                                       std::to_string(rt->rank) + "=" + std::to_string(me.heap_bytes) + ";" + sizes +
                                       "); set the same SYMMETRIC_MEMORY_HEAP_SIZE on every rank");
   }
+  rt->wait = PolicyFor(cards, rt->rank, cpus, rt->config);
   std::vector<bool> local = SameHostPeers(cards, rt->rank);
   bool any_remote = false;  // for any pair of ranks: the same answer on every rank
   for (int r = 0; r < rt->nranks && !any_remote; ++r) {

@@ -48,6 +48,11 @@ struct TeamState {
 
 struct Runtime {
   Config config;
+  WaitPolicy wait;  // chosen at Init, once every rank's CPUs are known
+  // Moving average (1/8 weight) of how long the waits that outlasted their
+  // spin took, ns: when waits mostly end asleep anyway, yielding first only
+  // burns CPU, so the yield phase shrinks (WaitLoop). Racy updates are fine.
+  std::atomic<int64_t> slow_wait_ns{0};
   int rank = -1, nranks = 0;
   std::unique_ptr<Bootstrap> boot;
   std::unique_ptr<LocalSegment> segment;
@@ -171,16 +176,15 @@ Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_
 
 // ---------------------------------------------------------------- waiting
 
-constexpr int kSpinIters = 2000;      // ~ a few microseconds of pause
-constexpr int64_t kYieldNs = 200000;  // then yield for up to 200 us
 constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline this often
 
 // The wait loop shared by signal waits and barriers, on a word of this rank's
 // segment (where every transport delivers) whose changes ring `bell`. `ready` re-reads the watched
 // word; `describe` builds the timeout message. A lost peer fails the wait
 // only if the condition is still false after seeing the loss (a peer that
-// arrived and then exited cleanly must not fail a completed wait). While it
-// spins it lets the remote transport make progress on this thread.
+// arrived and then exited cleanly must not fail a completed wait). It spins,
+// yields and sleeps as rt->wait says; while it spins it lets the remote
+// transport make progress on this thread.
 // `scope`: the ranks whose loss fails the wait (null: any rank). `probe`
 // (may be null): see SignalWaitUntilProbed.
 template <class Ready, class Describe>
@@ -188,18 +192,33 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
                 const std::vector<uint8_t>* scope = nullptr, const std::function<Status()>* probe = nullptr) {
   if (ready()) return Status::OK();
   Transport* remote = rt->ucx.get();
-  // A progress call costs ~100x a pause, and a message from another host
-  // takes microseconds: with a remote transport spin for up to a message's
-  // flight time before yielding.
-  const int spins = remote ? kSpinIters / 8 : kSpinIters;
   PollScope polling(remote);
-  for (int i = 0; i < spins; ++i) {
-    if (remote) remote->Progress();
-    else CpuRelax();
-    if (ready()) return Status::OK();
-  }
+  const WaitPolicy& policy = rt->wait;
   const auto start = Clock::now();
+  if (policy.spin_ns > 0) {
+    // The clock is read every 32 pauses (~1 us): a read costs about one pause.
+    for (int i = 1;; ++i) {
+      if (remote) remote->Progress();
+      else CpuRelax();
+      if (ready()) return Status::OK();
+      if ((i & 31) == 0 &&
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count() >= policy.spin_ns)
+        break;
+    }
+  }
   const Deadline dl(rt->config.timeout_sec);
+  const int64_t yield_ns = rt->slow_wait_ns.load(std::memory_order_relaxed) > 2 * (policy.spin_ns + policy.yield_ns)
+                               ? policy.yield_ns / 8
+                               : policy.yield_ns;
+  struct Track {  // every return from here on counts
+    Runtime* rt;
+    Clock::time_point start;
+    ~Track() {
+      int64_t d = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+      int64_t avg = rt->slow_wait_ns.load(std::memory_order_relaxed);
+      rt->slow_wait_ns.store(avg + (d - avg) / 8, std::memory_order_relaxed);
+    }
+  } track{rt, start};
   for (;;) {
     if (rt->lost_count.load(std::memory_order_acquire) > 0 && rt->AnyLost(scope)) {
       if (ready()) return Status::OK();
@@ -216,7 +235,7 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
                                     " was interrupted: the runtime was finalized while waiting");
     }
     auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-    if (waited < kYieldNs) {
+    if (waited < policy.spin_ns + yield_ns) {
       if (remote) remote->Progress();
       sched_yield();
       if (ready()) return Status::OK();

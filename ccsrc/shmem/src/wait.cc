@@ -5,9 +5,101 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string>
 
 namespace hpshmem {
+
+namespace {
+
+// CPUs' worth of the CPU quota (quota / period, rounded up) from "<quota> <period>" or "max ..."; 0: none.
+int QuotaCpus(double quota, double period) {
+  if (!(quota > 0) || !(period > 0)) return 0;
+  return static_cast<int>(std::ceil(quota / period - 1e-9));
+}
+
+// The tightest CPU quota on the way from this process's cgroup up to the
+// root of the hierarchy it sees; 0 when none is set.
+int CgroupCpus() {
+  int best = 0;
+  auto take = [&](int c) {
+    if (c > 0 && (best == 0 || c < best)) best = c;
+  };
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    // v2: "0::/path"; v1: "N:cpu,cpuacct:/path"
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    bool v2 = ctrl.empty();
+    if (!v2 && ctrl.find("cpu") == std::string::npos) continue;
+    std::string root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + ctrl;
+    for (;;) {
+      std::string dir = root + path;
+      if (v2) {
+        std::ifstream f(dir + "/cpu.max");
+        std::string q;
+        double period = 0;
+        if (f >> q >> period && q != "max") take(QuotaCpus(std::atof(q.c_str()), period));
+      } else {
+        std::ifstream fq(dir + "/cpu.cfs_quota_us"), fp(dir + "/cpu.cfs_period_us");
+        double quota = 0, period = 0;
+        if (fq >> quota && fp >> period) take(QuotaCpus(quota, period));
+      }
+      if (path.empty() || path == "/") break;
+      size_t cut = path.find_last_of('/');
+      path = cut == 0 || cut == std::string::npos ? "/" : path.substr(0, cut);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int UsableCpus(uint64_t* mask_words) {
+  std::memset(mask_words, 0, 16 * sizeof(uint64_t));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < 1024 && c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &set)) continue;
+      mask_words[c / 64] |= uint64_t{1} << (c % 64);
+      ++n;
+    }
+  }
+  if (n == 0) n = 1;
+  int quota = CgroupCpus();
+  return quota > 0 && quota < n ? quota : n;
+}
+
+WaitPolicy ChooseWaitPolicy(const std::string& mode, double spin_us, double yield_us, int cpus, int sharing) {
+  WaitPolicy p;
+  p.cpus = cpus;
+  p.sharing = sharing;
+  p.oversubscribed = sharing > cpus;
+  if (mode == "custom") {
+    p.mode = mode;
+    p.spin_ns = static_cast<int64_t>(spin_us * 1000);
+    p.yield_ns = static_cast<int64_t>(yield_us * 1000);
+    return p;
+  }
+  p.mode = mode == "auto" ? (p.oversubscribed ? "yield" : "spin") : mode;
+  if (p.mode == "yield") {
+    // The rank waited for is likely queued on this core: hand it the core at
+    // once. sched_yield does (EEVDF moves the yielder's deadline a slice
+    // out); a futex sleep would too, but its wake-up costs tens of
+    // microseconds on a virtual machine (measured: README, "Waiting").
+    p.spin_ns = 0;
+  }
+  return p;
+}
 
 void FutexWait(uint32_t* addr, uint32_t expected, int max_ms) { FutexWaitUs(addr, expected, int64_t{max_ms} * 1000); }
 

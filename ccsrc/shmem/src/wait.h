@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "hpshmem/hpshmem.h"
 #include "pe_header.h"
@@ -61,6 +62,28 @@ inline void CrossProcessAcquire() {}
 int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value);
 // Reads a signal word atomically (acquire).
 int64_t LoadSignal(const void* word, SignalType type);
+
+// How long a wait spins (pause, re-check) and then yields (sched_yield,
+// re-check) before it sleeps on a futex. A spin wins when the rank waited for
+// runs on another core; when ranks outnumber cores, the rank waited for is
+// often queued behind the waiter itself, and every microsecond spent spinning
+// is taken from it. Chosen at Init (ChooseWaitPolicy).
+struct WaitPolicy {
+  int64_t spin_ns = 50000;
+  int64_t yield_ns = 200000;
+  int cpus = 0;       // CPUs this rank may use: affinity mask, capped by the cgroup's CPU quota
+  int sharing = 0;    // ranks of this machine allowed on those CPUs, this one included
+  bool oversubscribed = false;
+  std::string mode = "spin";  // what chose it: auto's verdict ("spin" / "yield") or "custom"
+};
+
+// The CPUs this process may use: its affinity mask (copied into
+// `mask_words`, 16 words, CPUs 0..1023) counted, capped by the CPU quota of
+// its cgroup (v2 cpu.max or v1 cfs_quota_us, rounded up).
+int UsableCpus(uint64_t* mask_words);
+// The policy for `sharing` ranks on `cpus` CPUs: `mode` "auto" picks "spin"
+// (sharing <= cpus) or "yield"; "custom" takes spin_us / yield_us.
+WaitPolicy ChooseWaitPolicy(const std::string& mode, double spin_us, double yield_us, int cpus, int sharing);
 
 // Wakes every waiter sleeping on `bell`, if any sleeps.
 void Notify(Doorbell* bell);
