@@ -149,9 +149,26 @@ CollectiveCounters* GetCollectiveCounters();
 // different members); kTeamWorld is every rank in rank order.
 constexpr int kTeamWorld = 0;
 
+// Eager slots: each member keeps, per sender and per call parity, a slot of
+// kEagerHeaderBytes + EagerSlotBytes(n) bytes into which a sender may put a
+// small call's data before this member has entered the call (ops/ops.h).
+// A power of two, 4 KiB down to 64 B as teams grow (about 32 KiB of payload
+// per member and parity); 0 (no eager calls) past 512 members.
+constexpr size_t kEagerHeaderBytes = 64;
+constexpr size_t EagerSlotBytes(int n) {
+  size_t s = 4096;
+  while (s >= 64 && s * static_cast<size_t>(n) > 32768) s /= 2;
+  return s >= 64 ? s : 0;
+}
+// Words before the eager slots in a team block (rounded to 64 bytes).
+constexpr size_t TeamWordsBeforeEager(int n) { return (3 * static_cast<size_t>(n) + 3 + 7) / 8 * 8; }
 // The collective layer's protocol words of a team of n members
-// (ops::CollectiveLayout), int64 each: what a team reserves per member.
-constexpr size_t TeamBlockWords(int n) { return 3 * static_cast<size_t>(n) + 3; }
+// (ops::CollectiveLayout) and its eager slots, int64 each: what a team
+// reserves per member.
+constexpr size_t TeamBlockWords(int n) {
+  return TeamWordsBeforeEager(n) +
+         (EagerSlotBytes(n) ? 2 * static_cast<size_t>(n) * (kEagerHeaderBytes + EagerSlotBytes(n)) / 8 : 0);
+}
 
 struct TeamView {
   int size = 0;                  // members

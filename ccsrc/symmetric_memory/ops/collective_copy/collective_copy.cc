@@ -29,11 +29,32 @@ struct Job {
   const int* pes = nullptr;
   const int64_t* block = nullptr;
   char* ws = nullptr;  // workspace base (the symmetric range starts with it)
+  size_t eager = 0;    // EagerSlotBytes(w): payload a slot holds
   int G(int p) const { return pes[p]; }
   int64_t* At(int p, int64_t* word) const {
     return reinterpret_cast<int64_t*>(reinterpret_cast<char*>(word) + (block[p] - block[me]));
   }
+  // Member `holder`'s slot for sender `from` in call `epoch`, as a symmetric
+  // address (a put's target at `holder`, or read here when holder == me).
+  char* Slot(int holder, int from, int64_t epoch) const {
+    size_t i = static_cast<size_t>(epoch & 1) * w + from;
+    return ws + block[holder] + TeamWordsBeforeEager(w) * sizeof(int64_t) + i * (kEagerHeaderBytes + eager);
+  }
 };
+
+// What a sender puts at the head of its slot in the receiver, with the
+// payload after it when that fits (an eager piece). The slot is the
+// receiver's only news of the call from this sender, so it also carries what
+// the receiver needs to check sizes and, for pieces too large to go eager,
+// where the sender should put them.
+struct EagerHeader {
+  int64_t epoch;  // the call; older values are a previous call's
+  int64_t count;  // what the sender sends this receiver (allgather: bytes; alltoall: elements)
+  int64_t place;  // alltoall: byte offset in the sender's receive buffer for the receiver's piece
+  int64_t want;   // alltoall: elements the sender expects from the receiver
+};
+static_assert(sizeof(EagerHeader) <= kEagerHeaderBytes);
+thread_local std::vector<char> t_stage;  // header + payload, sent as one put
 
 // The team's global ranks, for messages: "[3, 1]".
 std::string Members(const Job& j) {
@@ -63,8 +84,27 @@ Status Open(Job* j, int team) {
   j->hash = v.hash;
   j->pes = v.pes;
   j->block = v.block;
+  j->eager = EagerSlotBytes(v.size);
   return Status::OK();
 }
+
+// Puts `h` (and `bytes` of `data` after it) into member p's slot for this
+// rank, setting ready[me] at p to the call's epoch: the data is there when p
+// sees it.
+Status PutSlot(const Job& j, int p, const EagerHeader& h, const void* data, size_t bytes) {
+  size_t total = kEagerHeaderBytes + bytes;
+  if (t_stage.size() < total) t_stage.resize(kEagerHeaderBytes + j.eager);
+  std::memcpy(t_stage.data(), &h, sizeof h);
+  if (bytes) std::memcpy(t_stage.data() + kEagerHeaderBytes, data, bytes);
+  return hpshmem::PutMemSignal(j.Slot(p, j.me, h.epoch), t_stage.data(), total, j.At(p, j.L.ready + j.me), kWord,
+                               h.epoch, SignalOp::kSet, j.G(p));
+}
+
+// This rank's copy of what member p put into its slot here for call `epoch`.
+const EagerHeader& SlotHeader(const Job& j, int p, int64_t epoch) {
+  return *reinterpret_cast<const EagerHeader*>(j.Slot(j.me, p, epoch));
+}
+const char* SlotData(const Job& j, int p, int64_t epoch) { return j.Slot(j.me, p, epoch) + kEagerHeaderBytes; }
 
 // Begin for alltoall: peer p's announcement carries place_for(p), the two
 // words p needs from this rank (see CollectiveLayout::place).
@@ -291,6 +331,108 @@ Status CollectiveConsumed(int peer, int team) {
   return Consumed(j, peer);
 }
 
+namespace {
+
+Status SizeMismatch(const Job& j, int p, int64_t theirs, size_t mine) {
+  return Status::CollectiveMismatch("shmem_allgather: ranks pass different sizes: rank " + std::to_string(j.G(j.me)) +
+                                    " " + std::to_string(mine) + " bytes, rank " + std::to_string(j.G(p)) + " " +
+                                    (theirs >= 0 ? std::to_string(theirs) : "more than " + std::to_string(j.eager)) +
+                                    " bytes");
+}
+
+// Allgather of at most EagerSlotBytes per rank: each rank puts its piece
+// into every peer's slot without waiting for anyone, then collects what the
+// peers put into its own slots. One wait per peer, none of them for a peer's
+// permission: when ranks outnumber cores, a rank that runs gets its whole
+// share of the call done before it yields.
+Status AllgatherEager(const Job& j, char* o, const void* in, size_t bytes) {
+  const int me = j.me, w = j.w;
+  int64_t e = ++j.c->epoch;
+  EagerHeader h{e, static_cast<int64_t>(bytes), 0, 0};
+  for (int k = 1; k < w; ++k) HPSHMEM_RETURN_IF_ERROR(PutSlot(j, (me + k) % w, h, in, bytes));
+  HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + me, kWord, e, SignalOp::kSet, j.G(me)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  Status bad;
+  int64_t traded = 0;
+  for (int k = 1; k < w; ++k) {
+    int p = (me + k) % w;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
+    const EagerHeader& got = SlotHeader(j, p, e);
+    if (got.epoch == e && got.count == static_cast<int64_t>(bytes)) {
+      std::memcpy(o + p * bytes, SlotData(j, p, e), bytes);
+      continue;
+    }
+    if (bad.ok()) bad = SizeMismatch(j, p, got.epoch == e ? got.count : -1, bytes);
+    if (got.epoch != e) {
+      // p's piece was too large to go eager: it puts nothing into our output
+      // once it sees ours here; an arrival each way stands in for the data.
+      HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
+      ++traded;
+    }
+  }
+  if (traded) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, traded));
+  return bad;
+}
+
+// Push alltoall. Every rank puts into each peer's slot a header saying what
+// it sends that peer, what it expects from it and where that piece goes in
+// its receive buffer, followed by the piece itself when it fits (eager).
+// Then, per peer, once its header is here: as a sender, a piece too large for
+// the slot goes straight into the peer's receive buffer (with an arrival); as
+// a receiver, an eager piece is copied out of the slot. Both sides see both
+// counts, so a size mismatch fails both ranks of the pair (the sender still
+// arrives, without data: nobody hangs) and nothing is written out of place.
+Status AlltoallPush(const Job& j, const void* const* sends, const int64_t* send_elems, char* r,
+                    const int64_t* recv_elems, size_t itemsize, int block_dim) {
+  const int me = j.me, w = j.w;
+  std::vector<int64_t> before(w + 1, 0);  // byte offset of each source's piece in our receive buffer
+  for (int q = 0; q < w; ++q) before[q + 1] = before[q] + recv_elems[q] * static_cast<int64_t>(itemsize);
+  auto eager = [&](int64_t n) { return static_cast<size_t>(n) * itemsize <= j.eager; };
+  int64_t e = ++j.c->epoch;
+  for (int k = 1; k < w; ++k) {
+    int p = (me + k) % w;
+    int64_t n = send_elems[p];
+    EagerHeader h{e, n, before[p], recv_elems[p]};
+    HPSHMEM_RETURN_IF_ERROR(PutSlot(j, p, h, sends[p], eager(n) ? n * itemsize : 0));
+  }
+  HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + me, kWord, e, SignalOp::kSet, j.G(me)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  Status bad;
+  if (send_elems[me] != recv_elems[me]) bad = Mismatch(j.G(me), j.G(me), send_elems[me], recv_elems[me]);
+  else if (send_elems[me])
+    HPSHMEM_RETURN_IF_ERROR(ops::PutMem(r + before[me], sends[me], send_elems[me] * itemsize, j.G(me), block_dim));
+  int64_t incoming = 0;
+  for (int k = 1; k < w; ++k) {
+    int p = (me + k) % w;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
+    const EagerHeader& h = SlotHeader(j, p, e);
+    if (h.epoch != e) {
+      return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(j.G(p)) +
+                                        " entered another collective (or pull mode) where rank " +
+                                        std::to_string(j.G(me)) + " called a push alltoall");
+    }
+    int64_t n = send_elems[p];  // ours to p
+    if (n != h.want) {
+      if (bad.ok()) bad = Mismatch(j.G(me), j.G(p), n, h.want);
+      if (!eager(n)) HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
+    } else if (!eager(n)) {
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + h.place, sends[p], n * itemsize, j.At(p, j.L.arrivals), kWord, 1,
+                                                SignalOp::kAdd, j.G(p), block_dim));
+    }
+    int64_t m = h.count;  // p's to us
+    if (!eager(m)) ++incoming;
+    if (m != recv_elems[p]) {
+      if (bad.ok()) bad = Mismatch(j.G(p), j.G(me), m, recv_elems[p]);
+    } else if (m && eager(m)) {
+      std::memcpy(r + before[p], SlotData(j, p, e), m * itemsize);
+    }
+  }
+  if (incoming) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, incoming));
+  return bad;
+}
+
+}  // namespace
+
 Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim, int team) {
   Job j;
   HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
@@ -298,6 +440,7 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   auto* o = static_cast<char*>(out);
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read our slot from a pull call
   if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, j.G(me), block_dim));
+  if (!pull && bytes <= j.eager) return AllgatherEager(j, o, in, bytes);
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(Begin(j, &e, !pull && bytes <= kGatedMax));
   if (!pull) {
@@ -314,14 +457,23 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
       HPSHMEM_RETURN_IF_ERROR(PutMemSignalGated(o + me * bytes, in, bytes, j.At(p, j.L.arrivals), kWord, 1,
                                                 SignalOp::kAdd, j.G(p), j.At(p, j.L.ready + p), e));
     }
+    Status bad;
     for (int k = 1; k < w; ++k) {  // rotated start spreads the traffic over the peers
       int p = (me + k) % w;
       if (gated_any && CanHoldGated(j.G(p))) continue;
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
+      if (SlotHeader(j, p, e).epoch == e) {
+        // p went eager: its size is not ours. Nothing goes into its output;
+        // an arrival stands in for the data (it sends us one too).
+        if (bad.ok()) bad = SizeMismatch(j, p, SlotHeader(j, p, e).count, bytes);
+        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
+        continue;
+      }
       HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(o + me * bytes, in, bytes, j.At(p, j.L.arrivals), kWord, 1,
                                                 SignalOp::kAdd, j.G(p), block_dim));
     }
-    return WaitArrivals(j, w - 1);
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w - 1));
+    return bad;
   }
   for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
     if (p == me) continue;
@@ -341,53 +493,29 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
   auto* r = static_cast<char*>(recv);
   Status bad;
   int64_t e;
-  if (!pull) {
-    std::vector<int64_t> before(w + 1, 0);  // byte offset of each source's piece in our receive buffer
-    for (int q = 0; q < w; ++q) before[q + 1] = before[q] + recv_elems[q] * static_cast<int64_t>(itemsize);
-    HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
-      words[0] = before[p];
-      words[1] = recv_elems[p];
-    }));
-    for (int k = 0; k < w; ++k) {
-      int p = (me + k) % w;
-      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      int64_t at = L.place[2 * p], want = L.place[2 * p + 1];
-      int64_t n = send_elems[p];
-      if (n != want) {
-        if (bad.ok()) bad = Mismatch(me, p, n, want);
-        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.mismatch), kWord, 1, SignalOp::kAdd, j.G(p)));
-        // Still arrive: nobody hangs.
-        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
-        continue;
-      }
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(r + at, sends[p], n * itemsize, j.At(p, L.arrivals), kWord, 1,
-                                                SignalOp::kAdd, j.G(p), block_dim));
+  if (!pull) return AlltoallPush(j, sends, send_elems, r, recv_elems, itemsize, block_dim);
+  char* b = j.ws;  // pieces are named by offset from the workspace base, the same on every rank
+  HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
+    words[0] = static_cast<const char*>(sends[p]) - b;
+    words[1] = send_elems[p];
+  }));
+  size_t offset = 0;
+  for (int p = 0; p < w; ++p) {
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
+    int64_t src_off = L.place[2 * p], n = L.place[2 * p + 1];
+    if (n != recv_elems[p]) {
+      if (bad.ok()) bad = Mismatch(p, me, n, recv_elems[p]);
+      HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.mismatch), kWord, 1, SignalOp::kAdd, j.G(p)));
+    } else {
+      HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, j.G(p), block_dim));
     }
-    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w));
-  } else {
-    char* b = j.ws;  // pieces are named by offset from the workspace base, the same on every rank
-    HPSHMEM_RETURN_IF_ERROR(BeginPlaced(j, &e, [&](int p, int64_t* words) {
-      words[0] = static_cast<const char*>(sends[p]) - b;
-      words[1] = send_elems[p];
-    }));
-    size_t offset = 0;
-    for (int p = 0; p < w; ++p) {
-      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      int64_t src_off = L.place[2 * p], n = L.place[2 * p + 1];
-      if (n != recv_elems[p]) {
-        if (bad.ok()) bad = Mismatch(p, me, n, recv_elems[p]);
-        HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, L.mismatch), kWord, 1, SignalOp::kAdd, j.G(p)));
-      } else {
-        HPSHMEM_RETURN_IF_ERROR(ops::GetMem(r + offset, b + src_off, n * itemsize, j.G(p), block_dim));
-      }
-      offset += recv_elems[p] * itemsize;
-      HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
-    }
-    // The caller may reuse its send tensors once we return: wait for every reader.
-    HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, w));
+    offset += recv_elems[p] * itemsize;
+    HPSHMEM_RETURN_IF_ERROR(Consumed(j, p));
   }
-  // Reports about this rank's sizes from its peers; taken in full either way, so none
-  // is raised twice.
+  // The caller may reuse its send tensors once we return: wait for every reader.
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, w));
+  // Reports about this rank's sizes from its readers; taken in full either way, so
+  // none is raised twice.
   int64_t seen = 0;
   HPSHMEM_RETURN_IF_ERROR(SignalFetch(L.mismatch, kWord, &seen));
   bool reported = seen != j.c->mismatch_seen;
