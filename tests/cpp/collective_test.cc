@@ -269,3 +269,140 @@ TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
+
+// Small calls go eager (into per-sender slots of each peer, two per sender by
+// call parity, written before the peer enters the call); larger ones are
+// announced first. Eight ranks (more than this host's cores) run a fixed random
+// mix of both, back to back with no barrier in between, so fast ranks write
+// the next call's slots while slow ones still copy out of the last: every
+// value is checked, and nothing is written past a call's output.
+TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
+  auto r = RunJob(8, [](int rank, int n) {
+    const size_t slot = hpshmem::EagerSlotBytes(n);
+    RCHECK(slot == 4096, "eager slot of 8 ranks: " + std::to_string(slot));
+    const size_t gather_sizes[] = {0, 1, 7, slot - 1, slot, slot + 1, 30011};
+    const int64_t piece_sizes[] = {0, 1, 1023, 1024, 1025, 3001};  // int32 elements: 1024 fill a slot
+    const size_t max_out = 30011 * n + 64;
+    void *out, *recv;
+    RCHECK_OK(hpshmem::Malloc(max_out, &out));
+    RCHECK_OK(hpshmem::Malloc(3001 * 4 * n + 64, &recv));
+    auto* o = static_cast<unsigned char*>(out);
+    uint64_t seed = 12345;  // the same sequence of calls on every rank
+    auto next = [&] {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<size_t>(seed >> 33);
+    };
+    for (int call = 0; call < 60; ++call) {
+      if (next() % 2 == 0) {
+        size_t bytes = gather_sizes[next() % 7];
+        bool pull = next() % 4 == 0;
+        std::memset(o, 0xEE, max_out);
+        std::vector<unsigned char> in(bytes + 1);
+        for (size_t i = 0; i < bytes; ++i) in[i] = Byte(rank, i, call);
+        RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, pull));
+        for (int src = 0; src < n; ++src)
+          for (size_t i = 0; i < bytes; ++i)
+            RCHECK(o[src * bytes + i] == Byte(src, i, call),
+                   "allgather of " + std::to_string(bytes) + " B, call " + std::to_string(call));
+        RCHECK(o[n * bytes] == 0xEE, "allgather wrote past its output");
+        if (pull) RCHECK_OK(hpshmem::Barrier());  // pull peers read our buffer until their own call ends
+      } else {
+        // Piece sizes per (sender, receiver) pair, known to both: each pair picks its own.
+        auto count = [&](int src, int dst) { return piece_sizes[(src * 7 + dst * 3 + call) % 6]; };
+        std::vector<std::vector<int32_t>> pieces(n);
+        std::vector<const void*> sends(n);
+        std::vector<int64_t> send_n(n), recv_n(n);
+        for (int p = 0; p < n; ++p) {
+          send_n[p] = count(rank, p);
+          recv_n[p] = count(p, rank);
+          pieces[p].resize(send_n[p] + 1);
+          for (int64_t i = 0; i < send_n[p]; ++i) pieces[p][i] = rank * 100000 + p * 10000 + static_cast<int>(i) + call;
+          sends[p] = pieces[p].data();
+        }
+        auto* got = static_cast<int32_t*>(recv);
+        int64_t total = std::accumulate(recv_n.begin(), recv_n.end(), int64_t{0});
+        std::fill(got, got + total + 1, static_cast<int32_t>(0xEEEEEEEE));
+        RCHECK_OK(hpshmem::ops::Alltoall(sends.data(), send_n.data(), recv, recv_n.data(), 4, /*pull=*/false));
+        int64_t k = 0;
+        for (int q = 0; q < n; ++q)
+          for (int64_t i = 0; i < recv_n[q]; ++i, ++k)
+            RCHECK(got[k] == q * 100000 + rank * 10000 + static_cast<int>(i) + call,
+                   "alltoall piece of " + std::to_string(recv_n[q]) + " from rank " + std::to_string(q) + ", call " +
+                       std::to_string(call));
+        RCHECK(static_cast<uint32_t>(got[total]) == 0xEEEEEEEEu, "alltoall wrote past its pieces");
+      }
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Ranks that pass different allgather sizes, on both sides of the eager slot
+// or both within it: every rank fails (each sees a peer that differs), none
+// writes a byte of another rank's piece, and the next correct calls (eager
+// and announced) work. (A larger piece for a peer on another host goes out
+// before that peer's size is known, held there until it enters: that one may
+// land, so it is checked on one host only.)
+TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    const size_t slot = hpshmem::EagerSlotBytes(n);
+    const size_t cap = (slot + 1) * n + 64;
+    void* out;
+    RCHECK_OK(hpshmem::Malloc(cap, &out));
+    auto* o = static_cast<unsigned char*>(out);
+    std::vector<unsigned char> in(slot + 1, static_cast<unsigned char>(rank + 1));
+    for (size_t odd : {slot + 1, size_t{100}}) {  // rank 1's size: past the slot, then within it
+      size_t bytes = rank == 1 ? odd : 64;
+      std::memset(o, 0xEE, cap);
+      hpshmem::Status st = hpshmem::ops::Allgather(out, in.data(), bytes, false);
+      RCHECK(st.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + st.ToString());
+      RCHECK(st.message().find("different sizes") != std::string::npos, st.message());
+      bool remote = false;
+      for (int p = 0; p < n; ++p) remote |= std::strcmp(hpshmem::PeerTransport(p), "ucx") == 0;
+      for (size_t i = 0; i < cap && !(remote && odd > slot); ++i) {
+        bool own = i >= rank * bytes && i < (rank + 1) * bytes;
+        RCHECK(own || o[i] == 0xEE, "byte " + std::to_string(i) + " written by a mismatched allgather");
+      }
+      RCHECK_OK(hpshmem::Barrier());
+    }
+    for (size_t bytes : {slot, slot + 1}) {
+      RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, false));
+      for (int src = 0; src < n; ++src)
+        RCHECK(o[src * bytes] == src + 1 && o[src * bytes + bytes - 1] == src + 1, "allgather after the mismatch");
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// An alltoall piece the sender sends past the slot while its receiver expects
+// one that fits (and the other way round): that pair fails, the rest of the
+// call completes, and the receiver's buffer holds nothing of the piece.
+TEST(Collective, AlltoallMismatchAcrossTheEagerSlotFailsThePair4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    const int64_t fit = static_cast<int64_t>(hpshmem::EagerSlotBytes(n) / 4);  // int32 elements
+    void* recv;
+    RCHECK_OK(hpshmem::Malloc((fit + 1) * 4 * n + 64, &recv));
+    std::vector<int32_t> piece(fit + 1, rank);
+    for (int flip = 0; flip < 2; ++flip) {
+      std::vector<const void*> sends(n, piece.data());
+      std::vector<int64_t> send_n(n, 2), recv_n(n, 2);
+      // flip 0: rank 0 sends fit + 1 to rank 1, which expects fit; flip 1: sends fit, expected fit + 1.
+      if (rank == 0) send_n[1] = fit + (flip ? 0 : 1);
+      if (rank == 1) recv_n[0] = fit + (flip ? 1 : 0);
+      auto* got = static_cast<int32_t*>(recv);
+      std::fill(got, got + (fit + 1) * n, static_cast<int32_t>(0xEEEEEEEE));
+      hpshmem::Status st = hpshmem::ops::Alltoall(sends.data(), send_n.data(), recv, recv_n.data(), 4, false);
+      if (rank == 0 || rank == 1) {
+        RCHECK(st.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + st.ToString());
+      } else {
+        RCHECK_OK(st);
+      }
+      if (rank == 1)
+        for (int64_t i = 0; i < recv_n[0]; ++i)
+          RCHECK(static_cast<uint32_t>(got[i]) == 0xEEEEEEEEu, "the mismatched piece was written");
+      RCHECK_OK(hpshmem::Barrier());
+    }
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "config.h"
+#include "wait.h"
 #include "net.h"
 
 using hpshmem::Code;
@@ -94,4 +98,60 @@ TEST(ParseEndpoint, Forms) {
   EXPECT_EQ(h, "::1");
   for (const char* bad : {"127.0.0.1:1", "tcp://host", "tcp://:80", "tcp://h:0", "tcp://h:70000", "tcp://h:8a"})
     EXPECT_EQ(hpshmem::ParseEndpoint(bad, &h, &p).code(), Code::kInvalidArgument) << bad;
+}
+
+TEST(Config, WaitModes) {
+  hpshmem::Config c;
+  using Mode = hpshmem::Config::WaitMode;
+  const std::pair<const char*, Mode> modes[] = {{"auto", Mode::kAuto}, {"SPIN", Mode::kSpin}, {"yield", Mode::kYield},
+                                                {"5,100", Mode::kCustom}, {"0,0", Mode::kCustom}};
+  for (auto [text, mode] : modes) {
+    setenv("HYPER_PARALLEL_SHMEM_WAIT", text, 1);
+    ASSERT_TRUE(hpshmem::Config::Build({}, &c).ok()) << text;
+    EXPECT_EQ(c.wait_mode, mode) << text;
+  }
+  setenv("HYPER_PARALLEL_SHMEM_WAIT", "2.5,300", 1);
+  ASSERT_TRUE(hpshmem::Config::Build({}, &c).ok());
+  EXPECT_EQ(c.wait_spin_us, 2.5);
+  EXPECT_EQ(c.wait_yield_us, 300);
+  for (const char* bad : {"fast", "5", "5,", ",5", "-1,5", "5,-1", "2e6,0", "nan,1", "1,2,3", "5;100"}) {
+    setenv("HYPER_PARALLEL_SHMEM_WAIT", bad, 1);
+    hpshmem::Status s = hpshmem::Config::Build({}, &c);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_WAIT"), std::string::npos) << bad;
+  }
+  unsetenv("HYPER_PARALLEL_SHMEM_WAIT");
+}
+
+TEST(WaitPolicy, ChosenByCpusAndTheRanksSharingThem) {
+  hpshmem::WaitPolicy own = hpshmem::ChooseWaitPolicy("auto", 0, 0, 2, 2);
+  EXPECT_EQ(own.mode, "spin");
+  EXPECT_FALSE(own.oversubscribed);
+  EXPECT_GT(own.spin_ns, 0);
+  hpshmem::WaitPolicy shared = hpshmem::ChooseWaitPolicy("auto", 0, 0, 2, 4);
+  EXPECT_EQ(shared.mode, "yield");
+  EXPECT_TRUE(shared.oversubscribed);
+  EXPECT_EQ(shared.spin_ns, 0);
+  EXPECT_GT(shared.yield_ns, 0);
+  EXPECT_EQ(hpshmem::ChooseWaitPolicy("spin", 0, 0, 1, 8).mode, "spin");  // forced: kept, still reported
+  EXPECT_TRUE(hpshmem::ChooseWaitPolicy("spin", 0, 0, 1, 8).oversubscribed);
+  hpshmem::WaitPolicy custom = hpshmem::ChooseWaitPolicy("custom", 2.5, 300, 4, 1);
+  EXPECT_EQ(custom.spin_ns, 2500);
+  EXPECT_EQ(custom.yield_ns, 300000);
+  // The affinity mask counts: pinned to one CPU, this process has one.
+  cpu_set_t saved, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = 0;
+  while (first < CPU_SETSIZE && !CPU_ISSET(first, &saved)) ++first;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  uint64_t mask[16];
+  int pinned = hpshmem::UsableCpus(mask);
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(mask[first / 64], uint64_t{1} << (first % 64));
+  int all = hpshmem::UsableCpus(mask);
+  EXPECT_GE(all, 1);
+  EXPECT_LE(all, CPU_COUNT(&saved));
 }

@@ -470,6 +470,35 @@ def scenario_timeout(rank, world):
     symm.finalize()
 
 
+def scenario_wait_policy(rank, world, pin, mode):
+    """Ranks pinned to one CPU (or each to its own) choose how to wait by the ranks sharing
+    their CPUs, report it in debug_state(), and still run collectives right."""
+    import os
+
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "shared":
+        os.sched_setaffinity(0, {cpus[0]})
+    elif pin == "own":
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+    buf = symm.empty(world * 5, dtype=F.dtype("int32"))
+    w = symm.debug_state()["wait"]
+    assert w["mode"] == mode, w
+    if pin == "shared":
+        assert w["cpus"] == 1 and w["ranks_sharing_cpus"] == world and w["oversubscribed"], w
+    elif pin == "own":
+        assert w["cpus"] == 1 and w["ranks_sharing_cpus"] == 1 and not w["oversubscribed"], w
+    if mode == "yield":
+        assert w["spin_us"] == 0 and w["yield_us"] > 0, w
+    for it in range(50):
+        mine = F.full(5, float(rank * 100 + it), "int32")
+        symm.shmem_allgather(buf, mine)
+        assert F.values(buf).tolist() == [float(q * 100 + it) for q in range(world) for _ in range(5)]
+    symm.barrier()
+    symm.finalize()
+
+
 def scenario_empty_forms(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
     F = current()
@@ -704,6 +733,25 @@ def test_killed_rank_is_reported(fw):
 
 def test_timeout_names_rank_signal_relation_and_value(fw):
     assert_job_ok(HERE, "scenario_timeout", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "1"}, framework=fw)
+
+
+@pytest.mark.parametrize("pin,mode,env", [("shared", "yield", None), ("shared", "spin", "spin"),
+                                           ("own", "spin", None), ("none", "custom", "3,50")])
+def test_wait_policy_follows_the_cpus_ranks_share(pin, mode, env):
+    world = 2 if pin == "own" else 3
+    assert_job_ok(HERE, "scenario_wait_policy", world, kwargs={"pin": pin, "mode": mode},
+                  env={"HYPER_PARALLEL_SHMEM_WAIT": env} if env else None)
+
+
+def scenario_bad_wait_setting(rank, world):
+    import hyper_parallel.core.symmetric_memory as symm
+    F = current()
+    with pytest.raises(symm.ShmemValueError, match="HYPER_PARALLEL_SHMEM_WAIT='soon'"):
+        symm.empty(4, dtype=F.dtype("int32"))
+
+
+def test_bad_wait_setting_is_refused_by_name():
+    assert_job_ok(HERE, "scenario_bad_wait_setting", 2, env={"HYPER_PARALLEL_SHMEM_WAIT": "soon"})
 
 
 def test_empty_forms_zero_copy_and_debug_state(fw):

@@ -97,6 +97,7 @@ WaitPolicy ChooseWaitPolicy(const std::string& mode, double spin_us, double yiel
     // out); a futex sleep would too, but its wake-up costs tens of
     // microseconds on a virtual machine (measured: README, "Waiting").
     p.spin_ns = 0;
+    p.yield_ns = 1000000;  // 8 ranks on 2 cores: a peer may wait for several others' turns
   }
   return p;
 }

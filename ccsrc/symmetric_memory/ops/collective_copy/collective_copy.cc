@@ -122,13 +122,10 @@ Status BeginPlaced(const Job& j, int64_t* epoch, PlaceFor&& place_for) {
   return Status::OK();
 }
 
-// skip_gated: peers that only ever receive gated messages in this call need
-// no announcement (and the flight of one message per peer is saved).
-Status Begin(const Job& j, int64_t* epoch, bool skip_gated = false) {
+Status Begin(const Job& j, int64_t* epoch) {
   int64_t e = ++j.c->epoch;
   for (int k = 0; k < j.w; ++k) {  // ourselves included: code may wait on any rank uniformly
     int p = (j.me + k) % j.w;
-    if (skip_gated && p != j.me && CanHoldGated(j.G(p))) continue;
     HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(p)));
   }
   *epoch = e;
@@ -358,10 +355,7 @@ Status AllgatherEager(const Job& j, char* o, const void* in, size_t bytes) {
     int p = (me + k) % w;
     HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
     const EagerHeader& got = SlotHeader(j, p, e);
-    if (got.epoch == e && got.count == static_cast<int64_t>(bytes)) {
-      std::memcpy(o + p * bytes, SlotData(j, p, e), bytes);
-      continue;
-    }
+    if (got.epoch == e && got.count == static_cast<int64_t>(bytes)) continue;
     if (bad.ok()) bad = SizeMismatch(j, p, got.epoch == e ? got.count : -1, bytes);
     if (got.epoch != e) {
       // p's piece was too large to go eager: it puts nothing into our output
@@ -371,7 +365,13 @@ Status AllgatherEager(const Job& j, char* o, const void* in, size_t bytes) {
     }
   }
   if (traded) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, traded));
-  return bad;
+  if (!bad.ok()) return bad;  // the output stays as it was
+  // Every piece is here (and stays: a peer rewrites this parity's slot only
+  // in call e + 2, after we have entered e + 1).
+  std::memmove(o + me * bytes, in, bytes);
+  for (int p = 0; p < w; ++p)
+    if (p != me) std::memcpy(o + p * bytes, SlotData(j, p, e), bytes);
+  return Status::OK();
 }
 
 // Push alltoall. Every rank puts into each peer's slot a header saying what
@@ -439,10 +439,12 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   int me = j.me, w = j.w;
   auto* o = static_cast<char*>(out);
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read our slot from a pull call
-  if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, j.G(me), block_dim));
   if (!pull && bytes <= j.eager) return AllgatherEager(j, o, in, bytes);
+  if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, j.G(me), block_dim));
   int64_t e;
-  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e, !pull && bytes <= kGatedMax));
+  // Announced to every peer, those sent gated data too: a peer that went
+  // eager (its size differs) must hear of this call to fail instead of hanging.
+  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
   if (!pull) {
     // Peers that can hold a message (other hosts) get it at once, gated on
     // their ready word: it lands when they enter this call, and we save
@@ -473,6 +475,10 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
                                                 SignalOp::kAdd, j.G(p), block_dim));
     }
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w - 1));
+    // A peer sent gated data went eager if its slot holds this call (its
+    // header landed before the arrival it traded for our data).
+    for (int p = 0; p < w && bad.ok(); ++p)
+      if (p != me && SlotHeader(j, p, e).epoch == e) bad = SizeMismatch(j, p, SlotHeader(j, p, e).count, bytes);
     return bad;
   }
   for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
