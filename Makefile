@@ -58,6 +58,7 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_python.py --out bench-results/python_primitives.json
 	$(PY) benchmarks/bench_collectives.py --ranks 2 --out bench-results/collectives.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --repeat 1 --out bench-results/collectives_4ranks.json
+	$(PY) benchmarks/bench_oversubscribed.py --ranks 2,4,8 --out bench-results/oversubscribed.json
 	$(PY) benchmarks/bench_adapters.py --repeat 3 --out bench-results/adapters.json
 	$(PY) benchmarks/bench_hosts.py --repeat 2 --out bench-results/hosts.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json

@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_collectives import _median_time  # noqa: E402  (one timer for both libraries)
+from bench_collectives import _median_time, _run_mpi  # noqa: E402  (one timer for both libraries; mpirun)
 
 SIZES = [8, 64, 512, 4096, 32768, 262144, 1 << 20, 1 << 22, 1 << 24]
 QUICK_SIZES = [8, 4096, 1 << 20, 1 << 24]
@@ -151,24 +149,6 @@ def _mpi_main(sizes, quick, result_file):
             json.dump(recs, f)
 
 
-def _run_mpi(world, sizes, quick, tmp):
-    if not shutil.which("mpirun"):
-        print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
-        return []
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        print("mpi4py not installed: Open MPI rows skipped")
-        return []
-    path = os.path.join(tmp, "mpi.json")
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--bind-to", "none",
-           sys.executable, os.path.abspath(__file__), "--mpi-worker", path, "--sizes", ",".join(map(str, sizes))]
-    if quick:
-        cmd.append("--quick")
-    subprocess.run(cmd, check=True)
-    return json.load(open(path))
-
-
 # ----------------------------------------------------------------------------- report
 def _table(recs):
     cpus = os.cpu_count()
@@ -208,7 +188,7 @@ def main():
                     port = s.getsockname()[1]
                 ours = os.path.join(tmp, "ours.json")
                 mp.spawn(_worker, args=(world, port, sizes, args.quick, ours), nprocs=world, join=True)
-                for r in json.load(open(ours)) + _run_mpi(world, sizes, args.quick, tmp):
+                for r in json.load(open(ours)) + _run_mpi(world, sizes, args.quick, tmp, script=__file__):
                     if r["op"] == "wait_policy":
                         policies = [p for p in policies if p["ranks"] != world] + [r]
                         continue

@@ -100,6 +100,25 @@ def adapters(d):
     return "\n".join(out)
 
 
+def oversubscribed(d):
+    """One row per (op, size); per world size: ours, Open MPI (µs; pingpong one-way)."""
+    recs = _load(d, "oversubscribed.json")
+    t = {(r["op"], r["bytes"], r["ranks"], r["impl"]): r["median_us"] for r in recs}
+    worlds = sorted({r["ranks"] for r in recs})
+    head = "| op | bytes | " + " | ".join(f"W={w}: ours | Open MPI" for w in worlds) + " |"
+    out = [head, "|---|---:|" + "---:|---:|" * len(worlds)]
+    for op in ("barrier", "allgather", "alltoall", "pingpong"):
+        for b in sorted({k[1] for k in t if k[0] == op}):
+            cells = []
+            for w in worlds:
+                ours, theirs = t.get((op, b, w, "hyper_parallel")), t.get((op, b, w, "Open MPI"))
+                bold = ours is not None and theirs is not None and ours <= theirs
+                cells.append((f"**{ours:.1f}**" if bold else f"{ours:.1f}") if ours is not None else "–")
+                cells.append(f"{theirs:.1f}" if theirs is not None else "–")
+            out.append(f"| {op} | {'–' if op == 'barrier' else _size(b)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     d = sys.argv[1] if len(sys.argv) > 1 else "bench-results"
     print(primitives(d))
@@ -109,5 +128,7 @@ if __name__ == "__main__":
     print(collectives(d))
     print()
     print(collectives(d, "collectives_4ranks.json"))
+    print()
+    print(oversubscribed(d))
     print()
     print(adapters(d))

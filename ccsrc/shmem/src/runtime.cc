@@ -60,8 +60,11 @@ WaitPolicy PolicyFor(const std::vector<PeerCard>& cards, int me, int cpus, const
   int sharing = 0;
   for (const PeerCard& card : cards) {
     if (std::strncmp(card.machine, cards[me].machine, sizeof card.machine) != 0) continue;
+    uint64_t theirs[16], mine[16];  // copied out: the cards are packed
+    std::memcpy(theirs, card.cpu_mask, sizeof theirs);
+    std::memcpy(mine, cards[me].cpu_mask, sizeof mine);
     bool overlap = false;
-    for (int w = 0; w < 16 && !overlap; ++w) overlap = (card.cpu_mask[w] & cards[me].cpu_mask[w]) != 0;
+    for (int w = 0; w < 16 && !overlap; ++w) overlap = (theirs[w] & mine[w]) != 0;
     sharing += overlap ? 1 : 0;
   }
   static const char* kModes[] = {"auto", "spin", "yield", "custom"};
@@ -86,7 +89,9 @@ Status Connect(Runtime* rt) {
     std::getline(f, boot);
     std::snprintf(me.machine, sizeof me.machine, "%s", boot.c_str());
   }
-  const int cpus = UsableCpus(me.cpu_mask);
+  uint64_t mask[16];  // aligned here: the card is packed
+  const int cpus = UsableCpus(mask);
+  std::memcpy(me.cpu_mask, mask, sizeof mask);
   HPSHMEM_RETURN_IF_ERROR(ShmTransport::Listen(rt->boot.get(), rt->segment.get(), &me, &rt->shm));
   std::vector<PeerCard> cards(rt->nranks);
   HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&me, sizeof me, cards.data()));
