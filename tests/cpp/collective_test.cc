@@ -76,6 +76,8 @@ TEST(Collective, AllgatherEarlyPeersNeverTouchALateRanksOutput4Ranks) {
       RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, /*pull=*/false));
       check(bytes, call, "after");
     }
+    // Below, peers signal into `out`: not before every rank has finished its last call.
+    RCHECK_OK(hpshmem::Barrier());
     // Gated puts exist for peers that can hold them, and only for those.
     for (int p = 0; p < n; ++p) {
       int64_t* sig = static_cast<int64_t*>(out);

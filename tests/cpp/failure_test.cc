@@ -336,9 +336,13 @@ hpshmem::Status ChaosStep(std::mt19937_64& rng, int rank, int n, void* out, void
       return hpshmem::Free(p);
     }
     default: {  // a ring: put with a signal to the next rank, wait for the previous one's
+      // Into the upper half of `out`, which no collective here reaches: the next rank may
+      // still be finishing the previous collective (as with MPI, returning from one does not
+      // mean every peer has).
       int64_t r = ++*ring_round;
       std::vector<char> in(bytes, 7);
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::PutMemSignal(out, in.data(), bytes, ring_sig, SignalType::kInt64, r,
+      void* ring = static_cast<char*>(out) + (size_t{1} << 19);
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::PutMemSignal(ring, in.data(), bytes, ring_sig, SignalType::kInt64, r,
                                                          SignalOp::kSet, (rank + 1) % n));
       return hpshmem::SignalWaitUntil(ring_sig, SignalType::kInt64, Cmp::kGe, r, nullptr);
     }
