@@ -357,9 +357,10 @@ Status AllgatherEager(const Job& j, char* o, const void* in, size_t bytes) {
     const EagerHeader& got = SlotHeader(j, p, e);
     if (got.epoch == e && got.count == static_cast<int64_t>(bytes)) continue;
     if (bad.ok()) bad = SizeMismatch(j, p, got.epoch == e ? got.count : -1, bytes);
-    if (got.epoch != e) {
-      // p's piece was too large to go eager: it puts nothing into our output
-      // once it sees ours here; an arrival each way stands in for the data.
+    if (got.epoch != e || static_cast<size_t>(got.count) > j.eager) {
+      // p's piece was too large to go eager (or p is in pull mode): it puts
+      // nothing into our output once it sees our size; an arrival each way
+      // stands in for the data.
       HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
       ++traded;
     }
@@ -442,9 +443,23 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   if (!pull && bytes <= j.eager) return AllgatherEager(j, o, in, bytes);
   if (in != o + me * bytes) HPSHMEM_RETURN_IF_ERROR(ops::PutMem(o + me * bytes, in, bytes, j.G(me), block_dim));
   int64_t e;
-  // Announced to every peer, those sent gated data too: a peer that went
-  // eager (its size differs) must hear of this call to fail instead of hanging.
-  HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
+  if (pull) {
+    HPSHMEM_RETURN_IF_ERROR(Begin(j, &e));
+  } else {
+    // Announced with our size in each peer's slot, to every peer (those sent
+    // gated data too): a peer whose size differs fails instead of writing
+    // past our output or hanging.
+    e = ++j.c->epoch;
+    for (int k = 1; k < w; ++k)
+      HPSHMEM_RETURN_IF_ERROR(PutSlot(j, (me + k) % w, {e, static_cast<int64_t>(bytes), 0, 0}, nullptr, 0));
+    HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + me, kWord, e, SignalOp::kSet, j.G(me)));
+    HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  }
+  // A peer whose header for this call is here with another size.
+  auto differs = [&](int p) {
+    const EagerHeader& h = SlotHeader(j, p, e);
+    return h.epoch == e && h.count != static_cast<int64_t>(bytes);
+  };
   if (!pull) {
     // Peers that can hold a message (other hosts) get it at once, gated on
     // their ready word: it lands when they enter this call, and we save
@@ -464,9 +479,9 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
       int p = (me + k) % w;
       if (gated_any && CanHoldGated(j.G(p))) continue;
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e));
-      if (SlotHeader(j, p, e).epoch == e) {
-        // p went eager: its size is not ours. Nothing goes into its output;
-        // an arrival stands in for the data (it sends us one too).
+      if (differs(p)) {
+        // Nothing goes into p's output; an arrival stands in for the data
+        // (p sends us one too).
         if (bad.ok()) bad = SizeMismatch(j, p, SlotHeader(j, p, e).count, bytes);
         HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
         continue;
@@ -475,10 +490,10 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
                                                 SignalOp::kAdd, j.G(p), block_dim));
     }
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, w - 1));
-    // A peer sent gated data went eager if its slot holds this call (its
-    // header landed before the arrival it traded for our data).
+    // Peers sent gated data are checked now: every header has landed (each
+    // came before its sender's arrival, data or traded).
     for (int p = 0; p < w && bad.ok(); ++p)
-      if (p != me && SlotHeader(j, p, e).epoch == e) bad = SizeMismatch(j, p, SlotHeader(j, p, e).count, bytes);
+      if (p != me && differs(p)) bad = SizeMismatch(j, p, SlotHeader(j, p, e).count, bytes);
     return bad;
   }
   for (int p = 0; p < w; ++p) {  // our own slot was filled before we announced the call
