@@ -1,4 +1,8 @@
 // Collective allocation: the same offsets on every rank, checked across ranks.
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "log.h"
@@ -215,6 +219,52 @@ bool DirectlyReachable(int pe) {
   CallScope call;
   Runtime* rt = call.rt();
   return rt && pe >= 0 && pe < rt->nranks && rt->peer_sym[pe] != nullptr;
+}
+
+namespace {
+bool PageAligned(uintptr_t v) { return v % static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE)) == 0; }
+
+// mremap to a fixed address through the system call itself: UCX's memory
+// hooks replace the libc function and do not pass the new address on.
+void* MremapFixed(void* old, size_t old_bytes, size_t bytes, void* at) {
+  long r = ::syscall(SYS_mremap, old, old_bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+  return r == -1 ? MAP_FAILED : reinterpret_cast<void*>(r);
+}
+}  // namespace
+
+Status AliasHeap(void* at, const void* heap, size_t bytes) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("AliasHeap");
+  size_t off;
+  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, heap, bytes, "AliasHeap", &off));
+  auto a = reinterpret_cast<uintptr_t>(at), h = reinterpret_cast<uintptr_t>(heap);
+  if (!PageAligned(a) || !PageAligned(h) || !PageAligned(bytes) || bytes == 0)
+    return Status::InvalidArgument("AliasHeap: addresses and size must be page-aligned and the size non-zero");
+  if (a < h + bytes && h < a + bytes) return Status::InvalidArgument("AliasHeap: the ranges overlap");
+  std::memcpy(const_cast<void*>(heap), at, bytes);
+  // mremap with old_size 0 maps the same shared pages a second time; with
+  // MREMAP_FIXED the new mapping replaces what was at `at` in one step, so
+  // the old contents (copied above) never disappear from under the program.
+  void* r = MremapFixed(const_cast<void*>(heap), 0, bytes, at);
+  if (r != at) return Status::FromErrno("mremap of heap pages over the program's data");
+  return Status::OK();
+}
+
+Status UnaliasHeap(void* at, size_t bytes) {
+  auto a = reinterpret_cast<uintptr_t>(at);
+  if (!PageAligned(a) || !PageAligned(bytes) || bytes == 0)
+    return Status::InvalidArgument("UnaliasHeap: address and size must be page-aligned and the size non-zero");
+  void* tmp = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (tmp == MAP_FAILED) return Status::FromErrno("mmap while restoring the program's data");
+  std::memcpy(tmp, at, bytes);
+  // Moving the private copy over the alias swaps the two in one step.
+  if (MremapFixed(tmp, bytes, bytes, at) != at) {
+    Status s = Status::FromErrno("mremap while restoring the program's data");
+    ::munmap(tmp, bytes);
+    return s;
+  }
+  return Status::OK();
 }
 
 }  // namespace hpshmem

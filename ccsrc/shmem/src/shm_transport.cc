@@ -255,6 +255,11 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
 
 Status ShmTransport::Put(int pe, size_t off, const void* src, size_t bytes) {
   CopyBytes(segments_[pe] + off, src, bytes);
+  // A waiter may sleep on any word of the heap (WaitUntil), not only on
+  // signals: the full fence orders the stores before the look at `sleepers`
+  // (a store-load pair), so a waiter registered before them is woken.
+  StoreFence();
+  Notify(DoorbellFor(segments_[pe], off));
   return Status::OK();
 }
 
@@ -280,6 +285,15 @@ Status ShmTransport::FetchAtomic(int pe, size_t off, SignalType type, SignalOp o
   StoreFence();
   *old = ApplyAtomic(segments_[pe] + off, type, op, value);
   Notify(DoorbellFor(segments_[pe], off));
+  return Status::OK();
+}
+
+Status ShmTransport::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
+                         int64_t* old) {
+  StoreFence();
+  int64_t o = ApplyAmo(segments_[pe] + off, type, op, value, compare);
+  if (old) *old = o;
+  if (op != AmoOp::kFetch) Notify(DoorbellFor(segments_[pe], off));
   return Status::OK();
 }
 

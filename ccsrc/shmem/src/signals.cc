@@ -84,6 +84,25 @@ Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int p
   return rt->route[pe]->FetchAtomic(pe, kSymOffset + off, type, op, value, old);
 }
 
+Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("Amo");
+  size_t off;
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "Amo"));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, target, width, "Amo", &off));
+  if (static_cast<int>(op) < 0 || op > AmoOp::kFetch)
+    return Status::InvalidArgument("Amo: op " + std::to_string(static_cast<int>(op)) + " is unknown");
+  return rt->route[pe]->Amo(pe, kSymOffset + off, width, op, value, compare, old);
+}
+
+Status WaitUntil(const std::function<bool()>& ready, const std::function<std::string()>& describe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("WaitUntil");
+  return WaitLoop(rt, &rt->header()->data, ready, describe);
+}
+
 Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
                     SignalOp op, int pe) {
   CallScope call;

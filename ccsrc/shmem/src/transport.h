@@ -61,6 +61,11 @@ class Transport {
   // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word; blocking, *old
   // receives the previous value. Wakes pe's waiters like Signal.
   virtual Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) = 0;
+  // Amo (hpshmem.h) on pe's word; blocking, *old (may be null) receives the
+  // value before. Applied after every earlier verb of this process to pe;
+  // wakes pe's waiters.
+  virtual Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
+                     int64_t* old) = 0;
   // Completes every verb this process issued through this transport.
   virtual Status Quiet() = 0;
   // Gives the transport a chance to handle incoming work on the caller's

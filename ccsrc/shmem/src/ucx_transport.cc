@@ -23,7 +23,8 @@ namespace hpshmem {
 namespace {
 
 enum AmId : unsigned {
-  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply
+  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply,
+  kAmAmo
 };
 
 constexpr uint8_t kNoSignal = 0;  // PutSignalHdr::type of a plain put
@@ -51,6 +52,13 @@ struct FetchHdr {
   int32_t from;
   uint64_t seq, off;
   int64_t value;
+  uint8_t type, op;
+};
+// Any AmoOp; answered with a FetchReplyHdr like a fetch.
+struct AmoHdr {
+  int32_t from;
+  uint64_t seq, off;
+  int64_t value, compare;
   uint8_t type, op;
 };
 struct FetchReplyHdr {
@@ -100,6 +108,7 @@ class Ucx final : public Transport {
   Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
                    int64_t value) override;
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
+  Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
   bool HoldsGated() const override { return true; }
   Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                         SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) override;
@@ -149,6 +158,8 @@ class Ucx final : public Transport {
                               const ucp_am_recv_param_t* p);
   static ucs_status_t OnFetchReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                    const ucp_am_recv_param_t* p);
+  static ucs_status_t OnAmo(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                            const ucp_am_recv_param_t* p);
   static ucs_status_t OnLeave(void* arg, const void* h, size_t hlen, void* data, size_t len,
                               const ucp_am_recv_param_t* p);
   static ucs_status_t OnGet(void* arg, const void* h, size_t hlen, void* data, size_t len,
@@ -324,7 +335,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
                   {kAmQuietReq, Incoming<OnQuietReq>},   {kAmQuietAck, Incoming<OnQuietAck>},
                   {kAmFetch, Incoming<OnFetch>},         {kAmFetchReply, Incoming<OnFetchReply>},
                   {kAmLeave, Incoming<OnLeave>},         {kAmGet, Incoming<OnGet>},
-                  {kAmGetReply, Incoming<OnGetReply>}};
+                  {kAmGetReply, Incoming<OnGetReply>},   {kAmAmo, Incoming<OnAmo>}};
   for (const auto& h : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -633,6 +644,18 @@ Status Ucx::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_
   return Status::OK();
 }
 
+Status Ucx::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) {
+  // A round trip even without a result: the caller may rely on the update
+  // being applied (a lock handed over) when this returns.
+  std::lock_guard<std::mutex> lk(fetch_mu_);
+  uint64_t seq = fetch_seq_.fetch_add(1) + 1;
+  AmoHdr h{rank_, seq, off, value, compare, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmAmo, &h, sizeof h, nullptr, 0, false, "atomic"));
+  HPSHMEM_RETURN_IF_ERROR(WaitFor([&] { return fetch_done_.load(std::memory_order_acquire) >= seq; }, pe, "atomic"));
+  if (old) *old = fetch_old_.load(std::memory_order_acquire);
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------- arrivals
 
 void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old) {
@@ -687,10 +710,9 @@ ucs_status_t Ucx::OnPutSignal(void* arg, const void* hdr, size_t hlen, void* dat
 
 void Ucx::ApplyPut(const PutSignalHdr& h, const void* data, size_t len) {
   if (len) std::memcpy(base_ + h.off, data, len);
-  if (h.type != kNoSignal) {
-    StoreFence();
-    ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
-  }
+  StoreFence();
+  if (h.type != kNoSignal) ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  else Notify(DoorbellFor(base_, h.off));  // a waiter may watch the bytes themselves (WaitUntil)
 }
 
 void Ucx::ReleaseGated() {
@@ -762,6 +784,29 @@ ucs_status_t Ucx::OnFetch(void* arg, const void* hdr, size_t hlen, void*, size_t
   if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
   int64_t old = 0;
   self->ApplyAndNotify(h.off, h.type, h.op, h.value, &old);
+  self->fetch_slot_[h.from] = FetchReplyHdr{h.seq, old};
+  self->Reply(h.from, kAmFetchReply, &self->fetch_slot_[h.from], sizeof(FetchReplyHdr));
+  return UCS_OK;
+}
+
+ucs_status_t Ucx::OnAmo(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
+  auto* self = static_cast<Ucx*>(arg);
+  AmoHdr h;
+  if (hlen != sizeof h) return UCS_OK;
+  std::memcpy(&h, hdr, sizeof h);
+  if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
+  auto t = static_cast<SignalType>(h.type);
+  size_t w = static_cast<size_t>(h.type);
+  int64_t old = 0;
+  if ((t != SignalType::kInt32 && t != SignalType::kInt64) || !self->InSegment(h.off, w) || h.off % w ||
+      h.op > static_cast<uint8_t>(AmoOp::kFetch)) {
+    HP_WARN("UCX: dropped a malformed atomic (offset %llu, type %u, op %u)", static_cast<unsigned long long>(h.off),
+            h.type, h.op);
+  } else {
+    old = ApplyAmo(self->base_ + h.off, t, static_cast<AmoOp>(h.op), h.value, h.compare);
+    if (static_cast<AmoOp>(h.op) != AmoOp::kFetch) Notify(DoorbellFor(self->base_, h.off));
+  }
+  // Answered even when dropped, so that the sender does not wait out its timeout.
   self->fetch_slot_[h.from] = FetchReplyHdr{h.seq, old};
   self->Reply(h.from, kAmFetchReply, &self->fetch_slot_[h.from], sizeof(FetchReplyHdr));
   return UCS_OK;

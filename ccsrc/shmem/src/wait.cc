@@ -125,6 +125,40 @@ int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
                               : w.fetch_add(value, std::memory_order_seq_cst);
 }
 
+namespace {
+template <class T>
+int64_t ApplyAmoAs(T* word, AmoOp op, T v, T cmp) {
+  std::atomic_ref<T> w(*word);
+  constexpr auto o = std::memory_order_seq_cst;
+  switch (op) {
+    case AmoOp::kSet:
+    case AmoOp::kSwap: return w.exchange(v, o);
+    case AmoOp::kAdd: return w.fetch_add(v, o);
+    case AmoOp::kAnd: return w.fetch_and(v, o);
+    case AmoOp::kOr: return w.fetch_or(v, o);
+    case AmoOp::kXor: return w.fetch_xor(v, o);
+    case AmoOp::kCompareSwap: w.compare_exchange_strong(cmp, v, o, o); return cmp;
+    case AmoOp::kFetch: return w.load(o);
+  }
+  return 0;
+}
+}  // namespace
+
+int64_t ApplyAmo(void* word, SignalType type, AmoOp op, int64_t value, int64_t compare) {
+  CrossProcessRelease();
+  int64_t old;
+  // Unsigned words: the bits are what matters, and unsigned adds wrap without UB.
+  if (type == SignalType::kInt32) {
+    old = static_cast<int32_t>(ApplyAmoAs<uint32_t>(static_cast<uint32_t*>(word), op, static_cast<uint32_t>(value),
+                                                    static_cast<uint32_t>(compare)));
+  } else {
+    old = static_cast<int64_t>(ApplyAmoAs<uint64_t>(static_cast<uint64_t*>(word), op, static_cast<uint64_t>(value),
+                                                    static_cast<uint64_t>(compare)));
+  }
+  CrossProcessAcquire();
+  return old;
+}
+
 int64_t LoadSignal(const void* p, SignalType t) {
   int64_t v = t == SignalType::kInt32
                   ? std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire)

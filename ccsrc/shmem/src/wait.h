@@ -60,6 +60,8 @@ inline void CrossProcessAcquire() {}
 // value. Every transport applies signals through this, so a word updated by
 // same-host peers and remote peers at once loses no update.
 int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value);
+// Amo's update of a word mapped here (seq_cst); returns the old value.
+int64_t ApplyAmo(void* word, SignalType type, AmoOp op, int64_t value, int64_t compare);
 // Reads a signal word atomically (acquire).
 int64_t LoadSignal(const void* word, SignalType type);
 

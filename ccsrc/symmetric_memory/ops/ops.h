@@ -119,16 +119,19 @@ enum class AllreduceAlgorithm : int {
 constexpr size_t kOneShotMaxBytes = 256 * 1024;
 
 // Collective. `data` (symmetric, `count` elements of `dtype`) becomes, on
-// every rank, the element-wise `op` of every rank's `data`.
+// every rank, the element-wise `op` of every rank's `data` — or, with `src`
+// (any memory, `count` elements), of every rank's `src`.
 Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op,
-                 AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto, int team = kTeamWorld);
+                 AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto, int team = kTeamWorld,
+                 const void* src = nullptr);
 
 // Collective. `out` (`count` elements, any memory) = block r (elements
 // [r*count, (r+1)*count)) of the element-wise `op` of every rank's `in`
 // (symmetric, W*count elements), on rank r. `in` is unchanged.
 Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, ReduceOp op, int team = kTeamWorld);
 
-// Collective. `data` (symmetric, `bytes` bytes) on every rank = root's.
-Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld);
+// Collective. `data` (symmetric, `bytes` bytes) on every rank but root =
+// root's `src` (any memory on root; default: root's `data`, which `src` leaves as it is).
+Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld, const void* src = nullptr);
 
 }  // namespace hpshmem::ops

@@ -261,6 +261,22 @@ Status Signal(void* sig, SignalType type, int64_t value, SignalOp op, int pe);
 // transport each uses. Errors: as Signal, and kInvalidArgument (old null).
 Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int pe, int64_t* old);
 
+// Every atomic of OpenSHMEM on a naturally aligned 4- or 8-byte word: SET,
+// ADD, AND, OR, XOR (bitwise on the word's bits), SWAP (SET returning the old
+// value), COMPARE_SWAP (SET to `value` when the word equals `compare`) and
+// FETCH (read). Signed and unsigned integers and IEEE floats all travel as
+// their bits; ADD wraps (two's complement).
+enum class AmoOp : int { kSet, kAdd, kAnd, kOr, kXor, kSwap, kCompareSwap, kFetch };
+
+// Atomic `op` on rank pe's word `target` (symmetric, `width` bytes, naturally
+// aligned); *old (may be null) receives the value before. Atomic with respect
+// to every other Amo, Signal and AtomicFetch on the word, from any rank over
+// any transport. Blocking: on return the update is applied at pe. Wakes pe's
+// waiters (WaitUntil, SignalWaitUntil).
+// Errors: kNotInitialized, kInvalidArgument (pe, range, op), kTypeError
+// (misaligned), kPeerDead.
+Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old);
+
 // Checks the arguments of Signal without touching memory (same errors).
 Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp op, int pe);
 
@@ -301,6 +317,25 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
 constexpr int kProbeAfterMs = 100;
 Status SignalWaitUntilProbed(const void* sig, SignalType type, Cmp cmp, int64_t value, const char* label, int team,
                              const std::function<Status()>& probe);
+
+// Blocks until ready() (called on this thread) returns true, waiting as
+// SignalWaitUntil does: for a condition on this rank's symmetric memory,
+// which every put, signal and atomic from a peer wakes (puts through UCX's
+// RMA path excepted: a sleeping waiter sees those within 50 ms). `describe`
+// names what is waited for in the timeout message. A lost rank fails the
+// wait when the condition is still false. Errors: kTimeout, kPeerDead,
+// kNotInitialized.
+Status WaitUntil(const std::function<bool()>& ready, const std::function<std::string()>& describe);
+
+// Makes [at, at + bytes) a second mapping of this rank's heap pages at
+// [heap, heap + bytes) (a live allocation): the bytes at `at` are replaced
+// atomically by the heap's; stores through either address are seen through
+// the other, and peers reach them as heap memory. `at`, `heap` and `bytes`
+// must be page-aligned; what was mapped at `at` is gone. UnaliasHeap puts
+// private memory with the same contents back. For the OpenSHMEM layer's
+// symmetric global data. Errors: kInvalidArgument, kSystem.
+Status AliasHeap(void* at, const void* heap, size_t bytes);
+Status UnaliasHeap(void* at, size_t bytes);
 
 // Reads a local signal word atomically.
 Status SignalFetch(const void* sig, SignalType type, int64_t* out);

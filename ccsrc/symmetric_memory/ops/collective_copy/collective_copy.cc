@@ -549,10 +549,12 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
   return Status::OK();
 }
 
-Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm, int team) {
+Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm, int team,
+                 const void* src) {
   const char* what = "shmem_allreduce";
   size_t item = DTypeSize(dtype);
   if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
+  HPSHMEM_RETURN_IF_ERROR(CheckReducible(dtype, op, what));
   Job j;
   HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   auto* d = static_cast<char*>(data);
@@ -560,6 +562,8 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
   if (algorithm == AllreduceAlgorithm::kAuto)
     algorithm = bytes <= kOneShotMaxBytes ? AllreduceAlgorithm::kOneShot : AllreduceAlgorithm::kTwoShot;
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));  // peers may still read this buffer from an earlier call
+  // Nobody reads `data` before this rank announces the call below.
+  if (src && src != data && bytes) std::memmove(d, src, bytes);
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
                                       Pack(static_cast<int>(dtype), static_cast<int>(op), 0), what));
@@ -591,6 +595,7 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
   const char* what = "shmem_reduce_scatter";
   size_t item = DTypeSize(dtype);
   if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
+  HPSHMEM_RETURN_IF_ERROR(CheckReducible(dtype, op, what));
   Job j;
   HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
@@ -604,7 +609,7 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
   return AllConsumed(j);
 }
 
-Status Broadcast(void* data, size_t bytes, int root, int team) {
+Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) {
   const char* what = "shmem_broadcast";
   Job j;
   HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
@@ -616,7 +621,7 @@ Status Broadcast(void* data, size_t bytes, int root, int team) {
     for (int k = 1; k < j.w; ++k) {
       int p = (j.me + k) % j.w;
       HPSHMEM_RETURN_IF_ERROR(
-          ops::PutMemSignal(data, data, bytes, j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
+          ops::PutMemSignal(data, src ? src : data, bytes, j.At(p, j.L.arrivals), kWord, 1, SignalOp::kAdd, j.G(p)));
     }
   } else {
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(j, 1));

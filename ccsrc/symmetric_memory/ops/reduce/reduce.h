@@ -11,8 +11,16 @@
 
 namespace hpshmem::ops {
 
-enum class DType : int { kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kUInt8, kInt16, kInt32, kInt64 };
-enum class ReduceOp : int { kSum, kAvg, kMax, kMin, kProd };
+enum class DType : int {
+  kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kUInt8, kInt16, kInt32, kInt64,
+  // OpenSHMEM's further reduction types.
+  kUInt16, kUInt32, kUInt64, kLongDouble, kComplex64, kComplex128
+};
+enum class ReduceOp : int { kSum, kAvg, kMax, kMin, kProd, kAnd, kOr, kXor };
+
+// Whether `op` applies to `dtype`: AND/OR/XOR to integers only, MAX/MIN not
+// to complex numbers. Errors: kTypeError naming `what`, the dtype and the op.
+Status CheckReducible(DType dtype, ReduceOp op, const char* what);
 
 // Bytes per element of `dtype` (0 for an unknown code).
 size_t DTypeSize(DType dtype);

@@ -1,0 +1,486 @@
+// Library setup, exit and query; memory management; teams and contexts.
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "state.h"
+
+struct hpshmem_team_s hpshmem_team_world;
+struct hpshmem_ctx_s hpshmem_ctx_default;
+shmem_team_t hpshmem_team_shared = SHMEM_TEAM_INVALID;
+
+namespace hpshmem::oshmem {
+
+State& S() {
+  static State* s = new State();  // never destroyed: atexit and other threads may still look
+  return *s;
+}
+
+void Fatal(const char* fn, const std::string& what) {
+  std::fprintf(stderr, "hpshmem: PE %d: %s: %s\n", S().me, fn, what.c_str());
+  shmem_global_exit(1);
+  std::abort();  // not reached
+}
+
+void RequireInit(const char* fn) {
+  if (!S().initialized) Fatal(fn, S().finalized ? "called after shmem_finalize" : "called before shmem_init");
+}
+
+bool ValidTeam(shmem_team_t team) { return team != SHMEM_TEAM_INVALID && team->me >= 0; }
+
+namespace {
+
+std::unordered_map<void*, size_t>& Sizes() {
+  static auto* m = new std::unordered_map<void*, size_t>();
+  return *m;
+}
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int EnvInt(const char* name, int dflt) {
+  const char* v = Env(name);
+  if (!v) return dflt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || x < 0 || x > (1 << 24)) Fatal("shmem_init", std::string(name) + "='" + v + "' is not a valid count");
+  return static_cast<int>(x);
+}
+
+// The main program's writable segment minus its RELRO part: .data and .bss,
+// where `int x;` at file scope lives. Page-aligned; empty if none.
+struct DataRange {
+  uintptr_t lo = 0, hi = 0;
+};
+int FindData(dl_phdr_info* info, size_t, void* arg) {
+  auto* r = static_cast<DataRange*>(arg);
+  uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_GNU_RELRO) relro_end = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    lo = std::max(lo & ~(page - 1), (relro_end + page - 1) & ~(page - 1));
+    hi = (hi + page - 1) & ~(page - 1);
+    if (hi > lo) *r = DataRange{lo, hi};
+  }
+  return 1;  // the first object is the program itself
+}
+
+std::string Hex(const unsigned char* b, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += d[b[i] >> 4], s += d[b[i] & 15];
+  return s;
+}
+
+bool Unhex(const char* s, unsigned char* out, size_t n) {
+  auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (std::strlen(s) != 2 * n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    int a = v(s[2 * i]), b = v(s[2 * i + 1]);
+    if (a < 0 || b < 0) return false;
+    out[i] = static_cast<unsigned char>(a << 4 | b);
+  }
+  return true;
+}
+
+void FillTeam(shmem_team_t t, int id, std::vector<int> pes) {
+  t->id = id;
+  t->pes = std::move(pes);
+  t->index_of.assign(S().npes, -1);
+  for (size_t i = 0; i < t->pes.size(); ++i) t->index_of[t->pes[i]] = static_cast<int>(i);
+  t->me = t->index_of[S().me];
+}
+
+// Collective over the members of `pes` (every PE of the parent calls it;
+// non-members get SHMEM_TEAM_INVALID at once).
+int MakeTeam(const std::vector<int>& pes, const shmem_team_config_t* config, long mask, shmem_team_t* out,
+             const char* fn) {
+  *out = SHMEM_TEAM_INVALID;
+  if (std::find(pes.begin(), pes.end(), S().me) == pes.end()) return 0;
+  int id;
+  Check(TeamCreate(pes.data(), static_cast<int>(pes.size()), &id), fn);
+  auto* t = new hpshmem_team_s();
+  FillTeam(t, id, pes);
+  if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS)) t->config = *config;
+  *out = t;
+  return 0;
+}
+
+void AtExit() {
+  // A program that returns from main without shmem_finalize still leaves
+  // the job in order (the specification's implicit finalize).
+  if (S().initialized) shmem_finalize();
+}
+
+void InitImpl(const char* fn, int level) {
+  State& s = S();
+  if (s.initialized) return;
+  if (s.finalized) Fatal(fn, "the library cannot be initialized again after shmem_finalize");
+  InitAttr attr;
+  attr.nranks = EnvInt("HYPER_PARALLEL_SHMEM_NRANKS", 1);
+  attr.rank = EnvInt("HYPER_PARALLEL_SHMEM_RANK", 0);
+  if (attr.nranks < 1 || attr.rank >= attr.nranks)
+    Fatal(fn, "HYPER_PARALLEL_SHMEM_RANK=" + std::to_string(attr.rank) + " is not below HYPER_PARALLEL_SHMEM_NRANKS=" +
+                  std::to_string(attr.nranks));
+  UniqueId id{};
+  if (const char* hex = Env("HYPER_PARALLEL_SHMEM_UNIQUE_ID")) {
+    if (!Unhex(hex, id.bytes, kUniqueIdBytes)) Fatal(fn, "HYPER_PARALLEL_SHMEM_UNIQUE_ID is malformed");
+    attr.unique_id = &id;
+  } else if (attr.nranks == 1 || Env("HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD")) {
+    // Rank 0 under oshrun (or a program started alone): open the rendezvous
+    // here and hand its description to the launcher, which starts the rest.
+    if (attr.rank != 0) Fatal(fn, "only rank 0 may create the rendezvous (HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD)");
+    Check(GetUniqueId(&id), fn);
+    attr.unique_id = &id;
+    if (const char* fdtext = Env("HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD")) {
+      int fd = std::atoi(fdtext);
+      std::string line = Hex(id.bytes, kUniqueIdBytes) + "\n";
+      if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        Fatal(fn, "could not hand the rendezvous to the launcher (HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD)");
+      ::close(fd);
+      ::unsetenv("HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD");  // not for the program's own children
+    }
+  }
+  // Global data: remotely accessible as the specification requires, by
+  // mapping the program's data pages onto heap pages after Init.
+  DataRange data;
+  const char* sym_data = Env("HYPER_PARALLEL_SHMEM_SYMMETRIC_DATA");
+  if (!sym_data || std::strcmp(sym_data, "0") != 0) dl_iterate_phdr(FindData, &data);
+  size_t data_bytes = data.hi - data.lo;
+  size_t heap = 0;
+  if (const char* v = Env("SHMEM_SYMMETRIC_SIZE")) {
+    Check(ParseByteSize(v, "SHMEM_SYMMETRIC_SIZE", &heap), fn);
+  } else {
+    RuntimeInfo env;
+    Check(EnvironmentSettings(&env), fn);
+    heap = env.heap_bytes;
+  }
+  // Room for the data and the layer's own blocks beside what the program asked for.
+  attr.heap_bytes = heap + data_bytes + (size_t{4} << 20);
+  Check(Init(attr), fn);
+  s.me = MyPe();
+  s.npes = NPes();
+  if (data_bytes) {
+    void* block = nullptr;
+    Check(AlignedAlloc(static_cast<size_t>(::sysconf(_SC_PAGESIZE)), data_bytes, &block), fn);
+    Check(AliasHeap(reinterpret_cast<void*>(data.lo), block, data_bytes), fn);
+    s.data_heap = static_cast<uint8_t*>(block);
+    s.data_lo = data.lo;
+    s.data_bytes = data_bytes;
+  }
+  s.scratch_bytes = 8 * static_cast<size_t>(s.npes) + 64;
+  Check(Malloc(s.scratch_bytes, &s.scratch), fn);
+  std::vector<int> world(s.npes);
+  for (int i = 0; i < s.npes; ++i) world[i] = i;
+  FillTeam(&hpshmem_team_world, kTeamWorld, world);
+  hpshmem_team_world.predefined = true;
+  hpshmem_ctx_default.team = &hpshmem_team_world;
+  hpshmem_ctx_default.is_default = true;
+  std::vector<int> shared;
+  for (int i = 0; i < s.npes; ++i)
+    if (i == s.me || DirectlyReachable(i)) shared.push_back(i);
+  if (shared.size() == world.size()) {
+    hpshmem_team_shared = &hpshmem_team_world;
+  } else {
+    MakeTeam(shared, nullptr, 0, &hpshmem_team_shared, fn);
+    hpshmem_team_shared->predefined = true;
+  }
+  s.thread_level = level;
+  s.initialized = true;
+  static bool registered = false;
+  if (!registered) std::atexit(AtExit), registered = true;
+  if (s.me == 0 && (Env("SHMEM_VERSION") || Env("SHMEM_INFO")))
+    std::printf("OpenSHMEM %d.%d, %s\n", SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, SHMEM_VENDOR_STRING);
+  if (s.me == 0 && Env("SHMEM_INFO")) {
+    std::printf("  SHMEM_SYMMETRIC_SIZE      %zu bytes of heap (+%zu of program data)\n", heap, data_bytes);
+    std::printf("  HYPER_PARALLEL_SHMEM_*    see the README; debug state: %s\n", DebugState().c_str());
+  }
+}
+
+void* Allocated(void* p, size_t bytes) {
+  if (p) {
+    std::lock_guard<std::mutex> lk(S().mu);
+    Sizes()[p] = bytes;
+  }
+  return p;
+}
+
+}  // namespace
+}  // namespace hpshmem::oshmem
+
+using namespace hpshmem;
+using namespace hpshmem::oshmem;
+
+extern "C" {
+
+// ---------------------------------------------------------------- setup, exit, query
+
+void shmem_init(void) { InitImpl("shmem_init", SHMEM_THREAD_SINGLE); }
+
+int shmem_init_thread(int requested, int* provided) {
+  if (requested < SHMEM_THREAD_SINGLE || requested > SHMEM_THREAD_MULTIPLE) return 1;
+  // Every non-collective routine is thread-safe: whatever is asked is given.
+  InitImpl("shmem_init_thread", requested);
+  if (provided) *provided = requested;
+  return 0;
+}
+
+void shmem_query_thread(int* provided) {
+  if (provided) *provided = S().thread_level;
+}
+
+void shmem_finalize(void) {
+  State& s = S();
+  if (!s.initialized) return;
+  Check(Quiet(), "shmem_finalize");
+  Check(Barrier(), "shmem_finalize");
+  // Nobody reaches this PE's data any more: give the program back private pages.
+  s.initialized = false;
+  s.finalized = true;
+  if (s.data_bytes) Check(UnaliasHeap(reinterpret_cast<void*>(s.data_lo), s.data_bytes), "shmem_finalize");
+  s.data_bytes = 0;
+  s.data_lo = 0;
+  Check(Finalize(), "shmem_finalize");
+}
+
+void shmem_global_exit(int status) {
+  std::fflush(nullptr);
+  // oshrun sees this status first and ends the other PEs; a peer that waits on
+  // this one sees it die and ends too.
+  ::_exit(status);
+}
+
+int shmem_my_pe(void) { return S().initialized ? S().me : -1; }
+int shmem_n_pes(void) { return S().initialized ? S().npes : -1; }
+
+int shmem_pe_accessible(int pe) {
+  return S().initialized && pe >= 0 && pe < S().npes && PeerTransport(pe) != nullptr;
+}
+
+int shmem_addr_accessible(const void* addr, int pe) {
+  return shmem_pe_accessible(pe) && IsSymmetric(Sym(addr), 1);
+}
+
+void* shmem_ptr(const void* dest, int pe) {
+  if (!S().initialized) return nullptr;
+  if (pe == S().me && IsSymmetric(Sym(dest), 1)) return const_cast<void*>(dest);
+  return Ptr(Sym(dest), pe);
+}
+
+void shmem_info_get_version(int* major, int* minor) {
+  if (major) *major = SHMEM_MAJOR_VERSION;
+  if (minor) *minor = SHMEM_MINOR_VERSION;
+}
+
+void shmem_info_get_name(char* name) {
+  if (name) std::snprintf(name, SHMEM_MAX_NAME_LEN, "%s", SHMEM_VENDOR_STRING);
+}
+
+void start_pes(int) { shmem_init(); }
+int _my_pe(void) { return shmem_my_pe(); }
+int _num_pes(void) { return shmem_n_pes(); }
+int shmem_initialized(void) { return S().initialized; }
+
+// ---------------------------------------------------------------- memory management
+// Collective; each ends with a barrier, as the specification requires.
+
+void* shmem_align(size_t alignment, size_t size) {
+  RequireInit("shmem_align");
+  if (alignment == 0 || (alignment & (alignment - 1)))
+    Fatal("shmem_align", "alignment " + std::to_string(alignment) + " is not a power of two");
+  void* p = nullptr;
+  if (size) {
+    Status st = AlignedAlloc(std::max<size_t>(alignment, 64), size, &p);
+    if (!st.ok()) {
+      // Out of memory is the caller's to handle (NULL); mismatched calls are not.
+      if (st.code() != Code::kOutOfMemory) Fatal("shmem_malloc", st.ToString());
+      std::fprintf(stderr, "hpshmem: PE %d: shmem_malloc: %s\n", S().me, st.ToString().c_str());
+      p = nullptr;
+    }
+  }
+  Check(Barrier(), "shmem_malloc");
+  return Allocated(p, size);
+}
+
+void* shmem_malloc(size_t size) { return shmem_align(64, size); }
+
+void* shmem_malloc_with_hints(size_t size, long hints) {
+  if (hints & ~(SHMEM_MALLOC_ATOMICS_REMOTE | SHMEM_MALLOC_SIGNAL_REMOTE))
+    Fatal("shmem_malloc_with_hints", "unknown hints " + std::to_string(hints));
+  return shmem_malloc(size);
+}
+
+void* shmem_calloc(size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) Fatal("shmem_calloc", "count * size overflows");
+  void* p = shmem_malloc(count * size);
+  if (p) std::memset(p, 0, count * size);
+  Check(Barrier(), "shmem_calloc");
+  return p;
+}
+
+void shmem_free(void* ptr) {
+  RequireInit("shmem_free");
+  if (ptr) {
+    {
+      std::lock_guard<std::mutex> lk(S().mu);
+      Sizes().erase(ptr);
+    }
+    Check(Free(ptr), "shmem_free");
+  }
+  Check(Barrier(), "shmem_free");
+}
+
+void* shmem_realloc(void* ptr, size_t size) {
+  RequireInit("shmem_realloc");
+  if (!ptr) return shmem_malloc(size);
+  if (size == 0) {
+    shmem_free(ptr);
+    return nullptr;
+  }
+  size_t old = 0;
+  {
+    std::lock_guard<std::mutex> lk(S().mu);
+    auto it = Sizes().find(ptr);
+    if (it == Sizes().end()) Fatal("shmem_realloc", "the pointer was not returned by shmem_malloc");
+    old = it->second;
+  }
+  void* p = shmem_malloc(size);
+  if (!p) return nullptr;  // the old block stays, as with realloc
+  std::memcpy(p, ptr, std::min(old, size));
+  shmem_free(ptr);
+  return p;
+}
+
+void* shmalloc(size_t size) { return shmem_malloc(size); }
+void* shmemalign(size_t alignment, size_t size) { return shmem_align(alignment, size); }
+void* shrealloc(void* ptr, size_t size) { return shmem_realloc(ptr, size); }
+void shfree(void* ptr) { shmem_free(ptr); }
+
+// ---------------------------------------------------------------- teams
+
+int shmem_team_my_pe(shmem_team_t team) { return ValidTeam(team) ? team->me : -1; }
+int shmem_team_n_pes(shmem_team_t team) { return ValidTeam(team) ? static_cast<int>(team->pes.size()) : -1; }
+
+int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
+  if (!ValidTeam(team) || !config) return 1;
+  if (config_mask & SHMEM_TEAM_NUM_CONTEXTS) config->num_contexts = team->config.num_contexts;
+  return 0;
+}
+
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
+  if (!ValidTeam(src_team) || !ValidTeam(dest_team)) return -1;
+  if (src_pe < 0 || src_pe >= static_cast<int>(src_team->pes.size())) return -1;
+  return dest_team->index_of[src_team->pes[src_pe]];
+}
+
+int shmem_team_split_strided(shmem_team_t parent, int start, int stride, int size, const shmem_team_config_t* config,
+                             long config_mask, shmem_team_t* new_team) {
+  RequireInit("shmem_team_split_strided");
+  if (!new_team) return 1;
+  *new_team = SHMEM_TEAM_INVALID;
+  if (!ValidTeam(parent)) return 1;
+  int n = static_cast<int>(parent->pes.size());
+  if (size < 1 || start < 0 || start >= n || (stride == 0 && size > 1)) return 1;
+  long last = start + static_cast<long>(stride) * (size - 1);
+  if (last < 0 || last >= n) return 1;
+  std::vector<int> pes;
+  for (int i = 0; i < size; ++i) pes.push_back(parent->pes[start + i * stride]);
+  return MakeTeam(pes, config, config_mask, new_team, "shmem_team_split_strided");
+}
+
+int shmem_team_split_2d(shmem_team_t parent, int xrange, const shmem_team_config_t* xaxis_config, long xaxis_mask,
+                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config, long yaxis_mask,
+                        shmem_team_t* yaxis_team) {
+  RequireInit("shmem_team_split_2d");
+  if (!xaxis_team || !yaxis_team) return 1;
+  *xaxis_team = *yaxis_team = SHMEM_TEAM_INVALID;
+  if (!ValidTeam(parent) || xrange < 1) return 1;
+  int n = static_cast<int>(parent->pes.size());
+  xrange = std::min(xrange, n);
+  int me = parent->me;
+  // Rows of xrange consecutive members (the last may be short), then the columns.
+  std::vector<int> row, col;
+  for (int i = me / xrange * xrange; i < std::min(n, (me / xrange + 1) * xrange); ++i) row.push_back(parent->pes[i]);
+  for (int i = me % xrange; i < n; i += xrange) col.push_back(parent->pes[i]);
+  MakeTeam(row, xaxis_config, xaxis_mask, xaxis_team, "shmem_team_split_2d");
+  MakeTeam(col, yaxis_config, yaxis_mask, yaxis_team, "shmem_team_split_2d");
+  return 0;
+}
+
+void shmem_team_destroy(shmem_team_t team) {
+  if (team == SHMEM_TEAM_INVALID) return;
+  RequireInit("shmem_team_destroy");
+  if (team->predefined) Fatal("shmem_team_destroy", "SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED cannot be destroyed");
+  std::vector<shmem_ctx_t> contexts;
+  {
+    std::lock_guard<std::mutex> lk(S().mu);
+    contexts.swap(team->contexts);
+  }
+  for (shmem_ctx_t c : contexts) delete c;
+  Check(TeamDestroy(team->id), "shmem_team_destroy");
+  team->me = -1;  // a stale handle reads as invalid rather than as freed memory
+  team->pes.clear();
+}
+
+// ---------------------------------------------------------------- contexts
+// One ordering domain per PE: a context's fence and quiet act on all of the
+// PE's operations, which is what the specification requires of them and more.
+
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
+  RequireInit("shmem_team_create_ctx");
+  if (!ctx) return 1;
+  *ctx = SHMEM_CTX_INVALID;
+  if (!ValidTeam(team) || (options & ~(SHMEM_CTX_PRIVATE | SHMEM_CTX_SERIALIZED | SHMEM_CTX_NOSTORE))) return 1;
+  auto* c = new hpshmem_ctx_s();
+  c->team = team;
+  c->options = options;
+  std::lock_guard<std::mutex> lk(S().mu);
+  team->contexts.push_back(c);
+  *ctx = c;
+  return 0;
+}
+
+int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
+  return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
+}
+
+void shmem_ctx_destroy(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
+  if (ctx->is_default) Fatal("shmem_ctx_destroy", "SHMEM_CTX_DEFAULT cannot be destroyed");
+  if (S().initialized) Check(Quiet(), "shmem_ctx_destroy");
+  {
+    std::lock_guard<std::mutex> lk(S().mu);
+    auto& v = ctx->team->contexts;
+    auto it = std::find(v.begin(), v.end(), ctx);
+    if (it == v.end()) Fatal("shmem_ctx_destroy", "the context was already destroyed");
+    v.erase(it);
+  }
+  delete ctx;
+}
+
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
+  if (!team) return 1;
+  if (ctx == SHMEM_CTX_INVALID) {
+    *team = SHMEM_TEAM_INVALID;
+    return 1;
+  }
+  *team = ctx->team;
+  return 0;
+}
+
+}  // extern "C"

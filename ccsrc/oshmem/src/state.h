@@ -1,0 +1,80 @@
+// The OpenSHMEM layer's state and the helpers every routine shares: handles,
+// symmetric-address translation (global data lives in the heap, see
+// setup.cc), PE translation through a context's team, and the fatal-error
+// path. The layer is thin: data moves only through libhpshmem's calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hpshmem/hpshmem.h"
+#include "shmem.h"
+
+struct hpshmem_team_s {
+  int id = -1;                 // the runtime's team id (hpshmem::kTeamWorld for the world)
+  int me = -1;                 // this PE's index in the team
+  std::vector<int> pes;        // global PE of each member
+  std::vector<int> index_of;   // team index of each global PE, -1 if not a member
+  shmem_team_config_t config{0};
+  bool predefined = false;     // world and shared: never destroyed
+  std::vector<shmem_ctx_t> contexts;  // created from this team, destroyed with it
+};
+
+struct hpshmem_ctx_s {
+  shmem_team_t team = nullptr;  // PE numbers given to this context's routines are this team's
+  long options = 0;
+  bool is_default = false;
+};
+
+namespace hpshmem::oshmem {
+
+struct State {
+  bool initialized = false;
+  bool finalized = false;
+  int thread_level = SHMEM_THREAD_SINGLE;
+  int me = -1, npes = 0;
+  // The program's writable data (.data and .bss) mapped onto heap pages.
+  uintptr_t data_lo = 0;
+  size_t data_bytes = 0;
+  uint8_t* data_heap = nullptr;
+  void* scratch = nullptr;     // symmetric, kScratchBytes: counts exchanged by collect
+  size_t scratch_bytes = 0;
+  std::mutex mu;               // teams, contexts, active sets, allocation sizes
+};
+State& S();
+
+// Prints "hpshmem: PE <me>: <fn>: <what>" and ends the job (shmem_global_exit(1)).
+[[noreturn]] void Fatal(const char* fn, const std::string& what);
+inline void Check(const Status& s, const char* fn) {
+  if (!s.ok()) Fatal(fn, s.ToString());
+}
+// Fails unless shmem_init has run (and shmem_finalize has not).
+void RequireInit(const char* fn);
+
+// The heap address of a symmetric object: global and static data are reached
+// through their heap pages; heap addresses pass unchanged.
+inline void* Sym(const void* p) {
+  const State& s = S();
+  auto a = reinterpret_cast<uintptr_t>(p);
+  if (a - s.data_lo < s.data_bytes) return s.data_heap + (a - s.data_lo);
+  return const_cast<void*>(p);
+}
+
+// The global PE of `pe` in `ctx`'s team; Fatal when out of range.
+inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
+  if (ctx == SHMEM_CTX_INVALID) Fatal(fn, "the context is SHMEM_CTX_INVALID");
+  shmem_team_t t = ctx->team;
+  if (!t || t->id == kTeamWorld) return pe;  // checked by the runtime with the rest
+  if (pe < 0 || pe >= static_cast<int>(t->pes.size()))
+    Fatal(fn, "PE " + std::to_string(pe) + " is out of range for the context's team of " +
+                  std::to_string(t->pes.size()));
+  return t->pes[pe];
+}
+
+// A team handle that may be used (not SHMEM_TEAM_INVALID, not destroyed).
+bool ValidTeam(shmem_team_t team);
+
+}  // namespace hpshmem::oshmem
