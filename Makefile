@@ -20,7 +20,7 @@ install:
 # tests again under the sanitizers. Serial: every test is a multi-process job on a 2-core host.
 test: build-cpp install
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
-	$(PY) -m pytest tests/python -q
+	$(PY) -m pytest tests/python tests/oshmem -q
 	$(MAKE) test-sanitize
 
 # The C++ suite (every layout) built with AddressSanitizer + UndefinedBehaviorSanitizer, then with
@@ -40,7 +40,7 @@ test-cpp: build-cpp
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
 test-python: install
-	$(PY) -m pytest tests/python -q
+	$(PY) -m pytest tests/python tests/oshmem -q
 
 # Longer runs by hand (not in CI): the property-based fuzz with many more examples and a fresh
 # seed (the seed is printed; HP_FUZZ_SEED=<seed> reproduces), and the 10^5-round soak.
