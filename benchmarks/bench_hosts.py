@@ -80,15 +80,19 @@ def perftest(test: str, size: int, iters: int) -> dict:
             "gbps": mbps * 1e6 / 1e9 if test.endswith("_bw") else 0.0}
 
 
+# Open MPI's wrappers by path: this package installs its own oshcc / oshrun, which may come first on PATH.
+OMPI_CC, OMPI_RUN = "/usr/bin/oshcc", "/usr/bin/oshrun"
+
+
 def oshmem(workdir: str) -> list[dict]:
     """OSHMEM's put + fence + signal, one way; [] when oshcc/oshrun are missing or fail."""
     exe = os.path.join(workdir, "oshmem_put_signal")
     src = os.path.join(ROOT, "benchmarks", "oshmem_put_signal.c")
     try:
         if not os.path.exists(exe):
-            subprocess.run(["oshcc", "-O2", src, "-o", exe], check=True, capture_output=True, timeout=120)
+            subprocess.run([OMPI_CC, "-O2", src, "-o", exe], check=True, capture_output=True, timeout=120)
         env = dict(os.environ, **UCX_ENV, OMPI_MCA_spml="ucx")
-        r = subprocess.run(["oshrun", "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", "2", exe, "20000"],
+        r = subprocess.run([OMPI_RUN, "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", "2", exe, "20000"],
                            env=env, capture_output=True, text=True, timeout=300)
         us = float(r.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:

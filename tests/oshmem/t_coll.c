@@ -210,6 +210,17 @@ int main(void) {
   for (int p = 0; p < n; p++) CHECK(go[p] == p, "generic fcollect");
   shmem_sum_reduce(SHMEM_TEAM_WORLD, go, gi, 1);
   CHECK(go[0] == n * (n - 1) / 2, "generic sum_reduce");
+  /* A reduction larger than the eager slot: the runtime's allreduce. */
+  long* big_src = (long*)src_store;
+  long* big_dst = (long*)dst_store;
+  for (int i = 0; i < 3001; i++) big_src[i] = (long)osh_rand(9, me, i) % 1000;
+  shmem_barrier_all();
+  CHECK(shmem_long_sum_reduce(SHMEM_TEAM_WORLD, big_dst, big_src, 3001) == 0, "big sum");
+  for (int i = 0; i < 3001; i++) {
+    long acc = 0;
+    for (int p = 0; p < n; p++) acc += (long)osh_rand(9, p, i) % 1000;
+    CHECK(big_dst[i] == acc, "big sum [%d]", i);
+  }
   osh_done("collectives");
   return 0;
 }

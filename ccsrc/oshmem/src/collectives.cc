@@ -48,7 +48,10 @@ bool Usable(shmem_team_t team, const char* fn) {
 void Broadcast(shmem_team_t t, void* dest, const void* src, size_t bytes, int root, bool root_dest, const char* fn) {
   if (root < 0 || root >= static_cast<int>(t->pes.size()))
     Fatal(fn, "PE_root " + std::to_string(root) + " is not in the team of " + std::to_string(t->pes.size()));
-  Check(ops::Broadcast(Sym(dest), bytes, root, t->id, src), fn);
+  if (bytes <= EagerSlotBytes(static_cast<int>(t->pes.size())))
+    Check(ops::BroadcastSmall(dest, bytes, root, t->id, src), fn);
+  else
+    Check(ops::Broadcast(Sym(dest), bytes, root, t->id, src), fn);
   if (root_dest && t->me == root && dest != src) std::memmove(dest, src, bytes);
 }
 
@@ -122,6 +125,21 @@ constexpr ops::DType DTypeOf() {
 template <class T>
 int Reduce(shmem_team_t t, T* dest, const T* src, size_t n, ops::ReduceOp op, const char* fn) {
   if (!Usable(t, fn)) return 1;
+  int tn = static_cast<int>(t->pes.size());
+  size_t bytes = n * sizeof(T);
+  if (tn > 1 && bytes <= EagerSlotBytes(tn) && bytes * tn <= S().scratch_bytes) {
+    // Small: every member's values in one eager allgather (no announcement
+    // round), then each member reduces them itself, in team-rank order like
+    // the runtime's allreduce, so all get the same bits.
+    Check(ops::CheckReducible(DTypeOf<T>(), op, fn), fn);
+    auto* all = static_cast<char*>(S().scratch);
+    Check(ops::Allgather(all, src, bytes, /*pull=*/false, 0, t->id), fn);
+    thread_local std::vector<const void*> srcs;
+    srcs.resize(tn);
+    for (int p = 0; p < tn; ++p) srcs[p] = all + p * bytes;
+    Check(ops::ReduceInto(dest, srcs.data(), tn, n, DTypeOf<T>(), op, 1), fn);
+    return 0;
+  }
   Check(ops::Allreduce(Sym(dest), n, DTypeOf<T>(), op, ops::AllreduceAlgorithm::kAuto, t->id, src), fn);
   return 0;
 }

@@ -5,22 +5,53 @@
 #include <cstring>
 #include <type_traits>
 
+#include "copy.h"
 #include "ops/ops.h"
 #include "state.h"
+#include "wait.h"
 
 using namespace hpshmem;
 using namespace hpshmem::oshmem;
 
 namespace {
 
+// Up to this size a put or get to a mapped peer is a plain copy here; above
+// it the runtime's copy (streaming stores, worker threads) pays for its call.
+constexpr size_t kDirectCopyMax = 8 << 20;
+
+inline void Copy(void* d, const void* s, size_t n) {
+#if defined(__x86_64__)
+  if (n >= (size_t{1} << 20)) {
+    asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+    return;
+  }
+#endif
+  std::memcpy(d, s, n);
+}
+
 void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
-  Check(ops::PutMem(Sym(dest), src, bytes, g), fn);
+  void* d = Sym(dest);
+  if (bytes <= kDirectCopyMax && (src || !bytes)) {
+    if (uint8_t* p = Direct(d, bytes, g)) {
+      Copy(p, src, bytes);
+      WakeDirect(g);
+      return;
+    }
+  }
+  Check(ops::PutMem(d, src, bytes, g), fn);
 }
 
 void GetBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
-  Check(ops::GetMem(dest, Sym(src), bytes, g), fn);
+  const void* s = Sym(src);
+  if (bytes <= kDirectCopyMax && (dest || !bytes)) {
+    if (const uint8_t* p = Direct(s, bytes, g)) {
+      Copy(dest, p, bytes);
+      return;
+    }
+  }
+  Check(ops::GetMem(dest, s, bytes, g), fn);
 }
 
 // Strided transfers: element i goes between dest[i * dst] and src[i * sst]
@@ -79,6 +110,18 @@ void PutSignal(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, uint6
   int g = GlobalPe(ctx, pe, fn);
   if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD)
     Fatal(fn, "sig_op " + std::to_string(sig_op) + " is not SHMEM_SIGNAL_SET or SHMEM_SIGNAL_ADD");
+  void* d = Sym(dest);
+  void* s = Sym(sig);
+  uint8_t* pd = bytes <= kDirectCopyMax && (src || !bytes) ? Direct(d, bytes, g) : nullptr;
+  uint8_t* ps = Direct(s, 8, g);
+  if (pd && ps && reinterpret_cast<uintptr_t>(ps) % 8 == 0) {
+    std::memcpy(pd, src, bytes);
+    // The atomic is a full fence: the bytes are visible before the signal.
+    ApplyAtomic(ps, SignalType::kInt64, sig_op == SHMEM_SIGNAL_SET ? SignalOp::kSet : SignalOp::kAdd,
+                static_cast<int64_t>(signal));
+    WakeAfterAtomic(g);
+    return;
+  }
   Check(PutMemSignal(Sym(dest), src, bytes, Sym(sig), SignalType::kInt64, static_cast<int64_t>(signal),
                      sig_op == SHMEM_SIGNAL_SET ? SignalOp::kSet : SignalOp::kAdd, g),
         fn);
@@ -115,10 +158,17 @@ T FromBits(int64_t b) {
 template <class T>
 T AmoT(shmem_ctx_t ctx, const T* target, AmoOp op, T value, T compare, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
+  constexpr SignalType w = sizeof(T) == 4 ? SignalType::kInt32 : SignalType::kInt64;
+  void* t = Sym(target);
+  uint8_t* p = Direct(t, sizeof(T), g);
+  if (p && reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) {
+    // The same CPU atomic the runtime applies for every transport's arrivals.
+    int64_t old = ApplyAmo(p, w, op, Bits(value), Bits(compare));
+    if (op != AmoOp::kFetch) WakeAfterAtomic(g);
+    return FromBits<T>(old);
+  }
   int64_t old = 0;
-  Check(Amo(Sym(target), sizeof(T) == 4 ? SignalType::kInt32 : SignalType::kInt64, op, Bits(value), Bits(compare), g,
-            &old),
-        fn);
+  Check(Amo(t, w, op, Bits(value), Bits(compare), g, &old), fn);
   return FromBits<T>(old);
 }
 

@@ -183,7 +183,13 @@ void InitImpl(const char* fn, int level) {
     s.data_lo = data.lo;
     s.data_bytes = data_bytes;
   }
-  s.scratch_bytes = 8 * static_cast<size_t>(s.npes) + 64;
+  Check(GetDirectMap(&s.dm), fn);
+  s.asym_wake = AsymWake();
+  s.bells.assign(s.npes, nullptr);
+  for (int i = 0; i < s.npes; ++i)
+    if (s.dm.peer_sym[i]) s.bells[i] = DoorbellFor(s.dm.peer_sym[i] - kSymOffset, kSymOffset);
+  // Counts for collect; every member's values for a small reduction (an eager slot's worth each).
+  s.scratch_bytes = std::max<size_t>(8 * static_cast<size_t>(s.npes), 32768) + 64;
   Check(Malloc(s.scratch_bytes, &s.scratch), fn);
   std::vector<int> world(s.npes);
   for (int i = 0; i < s.npes; ++i) world[i] = i;
@@ -252,6 +258,7 @@ void shmem_finalize(void) {
   // Nobody reaches this PE's data any more: give the program back private pages.
   s.initialized = false;
   s.finalized = true;
+  s.dm = DirectMap{};  // every later call takes the runtime's path, which says why it fails
   if (s.data_bytes) Check(UnaliasHeap(reinterpret_cast<void*>(s.data_lo), s.data_bytes), "shmem_finalize");
   s.data_bytes = 0;
   s.data_lo = 0;

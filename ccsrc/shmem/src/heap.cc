@@ -267,4 +267,24 @@ Status UnaliasHeap(void* at, size_t bytes) {
   return Status::OK();
 }
 
+Status GetDirectMap(DirectMap* out) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("GetDirectMap");
+  out->sym_base = rt->sym_base;
+  out->sym_bytes = rt->sym_bytes;
+  out->peer_sym = rt->peer_sym.data();
+  out->nranks = rt->nranks;
+  return Status::OK();
+}
+
+void WakeAfterStores(int pe, size_t bytes) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt || pe < 0 || pe >= rt->nranks || !rt->peer_sym[pe]) return;
+  if (bytes) PublishStores(bytes);
+  // The range starts kSymOffset into the peer's segment, whose header holds the doorbell.
+  Notify(DoorbellFor(rt->peer_sym[pe] - kSymOffset, kSymOffset));
+}
+
 }  // namespace hpshmem

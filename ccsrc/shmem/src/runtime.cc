@@ -92,6 +92,7 @@ Status Connect(Runtime* rt) {
   uint64_t mask[16];  // aligned here: the card is packed
   const int cpus = UsableCpus(mask);
   std::memcpy(me.cpu_mask, mask, sizeof mask);
+  me.asym_wake = RegisterAsymWake() ? 1 : 0;
   HPSHMEM_RETURN_IF_ERROR(ShmTransport::Listen(rt->boot.get(), rt->segment.get(), &me, &rt->shm));
   std::vector<PeerCard> cards(rt->nranks);
   HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&me, sizeof me, cards.data()));
@@ -107,6 +108,10 @@ Status Connect(Runtime* rt) {
                                       "); set the same SYMMETRIC_MEMORY_HEAP_SIZE on every rank");
   }
   rt->wait = PolicyFor(cards, rt->rank, cpus, rt->config);
+  // Writers may skip their fence only if every waiter can pay for it instead.
+  bool asym = true;
+  for (const PeerCard& c : cards) asym &= c.asym_wake != 0;
+  SetAsymWake(asym);
   std::vector<bool> local = SameHostPeers(cards, rt->rank);
   bool any_remote = false;  // for any pair of ranks: the same answer on every rank
   for (int r = 0; r < rt->nranks && !any_remote; ++r) {

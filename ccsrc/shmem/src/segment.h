@@ -64,6 +64,7 @@ struct PeerCard {
   // each rank can count who competes for its cores (WaitPolicy).
   char machine[40];
   uint64_t cpu_mask[16];  // CPUs 0..1023
+  uint8_t asym_wake;      // registered for membarrier's global expedited barrier (wait.h, AsymWake)
 };
 #pragma pack(pop)
 

@@ -133,5 +133,14 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
 // Collective. `data` (symmetric, `bytes` bytes) on every rank but root =
 // root's `src` (any memory on root; default: root's `data`, which `src` leaves as it is).
 Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld, const void* src = nullptr);
+// Broadcast of at most EagerSlotBytes(team size) bytes in one step: the root
+// puts its data into each member's eager slot and returns; members copy it
+// out (`data` need not be symmetric). As OpenSHMEM allows, the root does not
+// wait for the members to enter the call (only for them to have entered the
+// previous one). Members see a size or root that differs from the root's
+// (kCollectiveMismatch); the root does not, and ranks that disagree on who
+// the root is wait until the timeout. Every member must take this path for
+// the call (the same bytes: the OpenSHMEM layer decides by size).
+Status BroadcastSmall(void* data, size_t bytes, int root, int team = kTeamWorld, const void* src = nullptr);
 
 }  // namespace hpshmem::ops

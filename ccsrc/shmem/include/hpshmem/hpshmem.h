@@ -337,6 +337,22 @@ Status WaitUntil(const std::function<bool()>& ready, const std::function<std::st
 Status AliasHeap(void* at, const void* heap, size_t bytes);
 Status UnaliasHeap(void* at, size_t bytes);
 
+// For a front end with a fast path of its own (the OpenSHMEM layer): this
+// rank's symmetric range (workspace, then heap) and each rank's range as
+// mapped here (null where the rank is not load/store reachable). Valid from
+// Init to Finalize. Errors: kNotInitialized.
+struct DirectMap {
+  uint8_t* sym_base = nullptr;
+  size_t sym_bytes = 0;
+  uint8_t* const* peer_sym = nullptr;  // [nranks]
+  int nranks = 0;
+};
+Status GetDirectMap(DirectMap* out);
+// After plain stores of `bytes` bytes into rank pe's range through DirectMap:
+// publishes them and wakes pe's sleeping waiters, as PutMem does. After an
+// atomic read-modify-write (already a full fence) pass bytes = 0.
+void WakeAfterStores(int pe, size_t bytes);
+
 // Reads a local signal word atomically.
 Status SignalFetch(const void* sig, SignalType type, int64_t* out);
 

@@ -631,6 +631,42 @@ Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) 
   return AllConsumed(j);
 }
 
+Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* src) {
+  const char* what = "shmem_broadcast";
+  Job j;
+  HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
+  if (root < 0 || root >= j.w) return CheckRank(root, j.w, "root");
+  if (bytes > j.eager)
+    return Status::InvalidArgument(std::string(what) + ": " + std::to_string(bytes) + " bytes do not fit the " +
+                                   std::to_string(j.eager) + "-byte eager slot of a team of " + std::to_string(j.w));
+  int64_t e = ++j.c->epoch;
+  HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + j.me, kWord, e, SignalOp::kSet, j.G(j.me)));  // as every call does
+  if (j.me == root) {
+    for (int k = 1; k < j.w; ++k) {
+      int p = (j.me + k) % j.w;
+      // p has entered the previous call, so it is done with this parity's slot (call e - 2).
+      HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e - 1));
+      HPSHMEM_RETURN_IF_ERROR(PutSlot(j, p, {e, static_cast<int64_t>(bytes), root, 0}, src ? src : data, bytes));
+    }
+    return ReleaseGated();
+  }
+  HPSHMEM_RETURN_IF_ERROR(Signal(j.At(root, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(root)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  HPSHMEM_RETURN_IF_ERROR(WaitReady(j, root, e));
+  const EagerHeader& h = SlotHeader(j, root, e);
+  if (h.epoch != e || h.count != static_cast<int64_t>(bytes) || h.place != root) {
+    return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(j.G(j.me)) + " broadcasts " +
+                                      std::to_string(bytes) + " bytes from team rank " + std::to_string(root) +
+                                      ", but that rank " +
+                                      (h.epoch != e ? std::string("entered another collective")
+                                                    : "broadcasts " + std::to_string(h.count) + " bytes from team rank " +
+                                                          std::to_string(h.place)));
+  }
+  // The slot stays as it is until call e + 2, which the root starts only after this rank entered e + 1.
+  if (bytes) std::memcpy(data, SlotData(j, root, e), bytes);
+  return Status::OK();
+}
+
 Status TeamBarrier(int team) {
   Job j;
   HPSHMEM_RETURN_IF_ERROR(Open(&j, team));
