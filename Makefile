@@ -62,6 +62,7 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_adapters.py --repeat 3 --out bench-results/adapters.json
 	$(PY) benchmarks/bench_hosts.py --repeat 2 --out bench-results/hosts.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json
+	$(PY) benchmarks/bench_oshmem.py --repeat 3 --out bench-results/oshmem.json
 	$(PY) benchmarks/report.py bench-results
 
 demo: install

@@ -62,7 +62,7 @@ std::string DebugState() {
     << ", \"ranks_sharing_cpus\": " << rt->wait.sharing
     << ", \"oversubscribed\": " << (rt->wait.oversubscribed ? "true" : "false")
     << ", \"spin_us\": " << rt->wait.spin_ns / 1000.0 << ", \"yield_us\": " << rt->wait.yield_ns / 1000.0
-    << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
+    << ", \"fenceless_wake\": " << (AsymWake() ? "true" : "false") << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
     << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
     << rt->heap_bytes - rt->alloc->bytes_live() - rt->alloc->bytes_retired()
     // Freed blocks not yet reusable: a view of them lives on some rank, or they were freed
