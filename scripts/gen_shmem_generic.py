@@ -15,10 +15,11 @@ NAME = {"float": "float", "double": "double", "long double": "longdouble", "char
         "unsigned long long": "ulonglong", "float _Complex": "complexf", "double _Complex": "complexd"}
 AMO = ["int", "long", "long long", "unsigned int", "unsigned long", "unsigned long long"]
 AMO_EXT = AMO + ["float", "double"]
-AMO_BIT = ["int", "long", "unsigned int", "unsigned long", "unsigned long long"]  # int32/int64 are int/long
+# (type, name) where the routine for a type is the fixed-width one's: int32_t is int, int64_t is long.
+AMO_BIT = [("int", "int32"), ("long", "int64"), "unsigned int", "unsigned long", "unsigned long long"]
 SYNC = ["short", "int", "long", "long long", "unsigned short", "unsigned int", "unsigned long", "unsigned long long"]
 RED_BIT = ["unsigned char", "unsigned short", "unsigned int", "unsigned long", "unsigned long long",
-           "signed char", "short", "int", "long"]
+           ("signed char", "int8"), ("short", "int16"), ("int", "int32"), ("long", "int64")]
 RED_MINMAX = ["char", "signed char", "short", "int", "long", "long long", "unsigned char", "unsigned short",
               "unsigned int", "unsigned long", "unsigned long long", "float", "double", "long double"]
 RED_ARITH = RED_MINMAX + ["float _Complex", "double _Complex"]
@@ -27,9 +28,10 @@ RED_ARITH = RED_MINMAX + ["float _Complex", "double _Complex"]
 def assoc(types, fmt, const):
     out = []
     for t in types:
-        out.append(f"{t}*: {fmt.format(NAME[t])}")
+        t, name = t if isinstance(t, tuple) else (t, NAME[t])
+        out.append(f"{t}*: {fmt.format(name)}")
         if const:
-            out.append(f"const {t}*: {fmt.format(NAME[t])}")
+            out.append(f"const {t}*: {fmt.format(name)}")
     return ", \\\n    ".join(out)
 
 

@@ -28,6 +28,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -131,6 +132,10 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
     base["HYPER_PARALLEL_SHMEM_NRANKS"] = str(ns.np)
     for k in ("HYPER_PARALLEL_SHMEM_UNIQUE_ID", "HYPER_PARALLEL_SHMEM_UNIQUE_ID_FD"):
         base.pop(k, None)
+    # shmem_global_exit(status) writes its status here: the job then ends with it.
+    exit_r, exit_w = os.pipe()
+    base["HYPER_PARALLEL_SHMEM_EXIT_FD"] = str(exit_w)
+    global_status: List[int] = []
     if ns.host_ids:
         base.setdefault("UCX_TLS", "tcp,self")
         base.setdefault("UCX_NET_DEVICES", "lo")
@@ -146,14 +151,16 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
 
     def start(rank: int, env: dict, pass_fds=()) -> None:
         try:
-            procs.append(subprocess.Popen(cmd, env=env, pass_fds=pass_fds, preexec_fn=_child_setup,
+            procs.append(subprocess.Popen(cmd, env=env, pass_fds=(exit_w, *pass_fds), preexec_fn=_child_setup,
                                           stdin=None if rank == 0 else subprocess.DEVNULL))
         except OSError as e:
             raise SystemExit(f"oshrun: cannot start {ns.program}: {e}")
 
     def forward(signum, _frame) -> None:
-        for p in procs:
-            if p.poll() is None:
+        # No poll() here: it would reap a PE behind _watch's back (this runs on
+        # the global-exit thread too). returncode is set once _watch reaped it.
+        for p in list(procs):
+            if p.returncode is None:
                 try:
                     os.kill(p.pid, signum)
                 except ProcessLookupError:
@@ -161,6 +168,20 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
 
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, forward)
+
+    def on_global_exit() -> None:
+        with os.fdopen(exit_r, "rb") as f:
+            line = f.readline()
+        if not line.strip():
+            return  # every PE closed its end: nobody called shmem_global_exit
+        try:
+            global_status.append(int(line) & 0xFF)
+        except ValueError:
+            global_status.append(1)
+        forward(signal.SIGTERM, None)
+
+    reader = threading.Thread(target=on_global_exit, daemon=True)
+    reader.start()
 
     try:
         if ns.np == 1:
@@ -182,7 +203,12 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
                 e = env_for(rank)
                 e["HYPER_PARALLEL_SHMEM_UNIQUE_ID"] = uid
                 start(rank, e)
-        return _watch(procs, ns.grace)
+        # Our copy of the write end goes once every PE has its own: the reader
+        # then sees the end of the pipe when the last PE exits.
+        os.close(exit_w)
+        status = _watch(procs, ns.grace)
+        reader.join(timeout=5)  # every write end is closed now: it returns at once
+        return global_status[0] if global_status else status
     finally:
         for p in procs:
             if p.poll() is None:
@@ -216,7 +242,10 @@ def _watch(procs: List[subprocess.Popen], grace: float) -> int:
             except ChildProcessError:
                 break
         else:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
             if pid == 0:
                 if time.monotonic() >= kill_at:
                     for p in pending.values():

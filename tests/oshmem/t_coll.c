@@ -169,6 +169,27 @@ int main(void) {
   shmem_team_destroy(xt);
   shmem_team_destroy(yt);
 
+  /* Teams until the workspace is full: the split that fails, fails on every PE of the parent
+   * (members and not), the ones before it stay usable, and destroying them makes room again. */
+  static shmem_team_t many[400];
+  static int failed_at;
+  int made = 0;
+  for (; made < 400; made++) {
+    if (shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, 1 + made % n, NULL, 0, &many[made]) != 0) break;
+  }
+  CHECK(made < 400, "the workspace never filled");
+  failed_at = made;
+  static int all_failed_at[MAXPES];
+  shmem_int_fcollect(SHMEM_TEAM_WORLD, all_failed_at, &failed_at, 1);
+  for (int p = 0; p < n; p++) CHECK(all_failed_at[p] == made, "PE %d failed at split %d, this PE at %d", p, all_failed_at[p], made);
+  CHECK(many[made] == SHMEM_TEAM_INVALID, "a failed split left a team");
+  if (many[made - 1] != SHMEM_TEAM_INVALID) shmem_team_sync(many[made - 1]);
+  for (int i = made - 1; i >= 0; i--) shmem_team_destroy(many[i]);
+  shmem_team_t again;
+  CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &again) == 0, "no room after destroying");
+  shmem_team_sync(again);
+  shmem_team_destroy(again);
+
   /* Deprecated active-set forms: every PE, then the even ones (stride 2). */
   static int64_t a64[4 * 64], b64[4 * 64];
   static int32_t a32[4 * 64];

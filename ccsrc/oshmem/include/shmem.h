@@ -167,6 +167,9 @@ int shmem_n_pes(void);
 int shmem_pe_accessible(int pe);
 int shmem_addr_accessible(const void* addr, int pe);
 void* shmem_ptr(const void* dest, int pe);
+void* shmem_team_ptr(shmem_team_t team, const void* dest, int pe);
+/* Profiling control: accepted and ignored (no profiling interface here). */
+void shmem_pcontrol(const int level, ...);
 void shmem_info_get_version(int* major, int* minor);
 void shmem_info_get_name(char* name);
 
@@ -202,6 +205,14 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange, const shmem_team_c
                         long xaxis_mask, shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
                         long yaxis_mask, shmem_team_t* yaxis_team);
 int shmem_team_sync(shmem_team_t team);
+int shmem_sync(shmem_team_t team);
+/* The deprecated active-set form; in C, shmem_sync(PE_start, logPE_stride, PE_size, pSync) reaches it. */
+void hpshmem_sync_active_set(int PE_start, int logPE_stride, int PE_size, long* pSync);
+#if !defined(__cplusplus)
+#define HPSHMEM_SYNC_PICK(a, b, c, d, which, ...) which
+#define shmem_sync(...) \
+  HPSHMEM_SYNC_PICK(__VA_ARGS__, hpshmem_sync_active_set, _3, _2, shmem_sync, _0)(__VA_ARGS__)
+#endif
 void shmem_team_destroy(shmem_team_t team);
 
 /* ---------------------------------------------------------------- contexts */

@@ -625,14 +625,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_and(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_and, \
-    long*: shmem_ctx_long_atomic_fetch_and, \
+    int*: shmem_ctx_int32_atomic_fetch_and, \
+    long*: shmem_ctx_int64_atomic_fetch_and, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_and, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_and, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_and, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_and, \
-    long*: shmem_long_atomic_fetch_and, \
+    int*: shmem_int32_atomic_fetch_and, \
+    long*: shmem_int64_atomic_fetch_and, \
     unsigned int*: shmem_uint_atomic_fetch_and, \
     unsigned long*: shmem_ulong_atomic_fetch_and, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_and)(__VA_ARGS__)
@@ -640,14 +640,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_and(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_and, \
-    long*: shmem_ctx_long_atomic_and, \
+    int*: shmem_ctx_int32_atomic_and, \
+    long*: shmem_ctx_int64_atomic_and, \
     unsigned int*: shmem_ctx_uint_atomic_and, \
     unsigned long*: shmem_ctx_ulong_atomic_and, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_and, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_and, \
-    long*: shmem_long_atomic_and, \
+    int*: shmem_int32_atomic_and, \
+    long*: shmem_int64_atomic_and, \
     unsigned int*: shmem_uint_atomic_and, \
     unsigned long*: shmem_ulong_atomic_and, \
     unsigned long long*: shmem_ulonglong_atomic_and)(__VA_ARGS__)
@@ -655,14 +655,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_and_nbi(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_and_nbi, \
-    long*: shmem_ctx_long_atomic_fetch_and_nbi, \
+    int*: shmem_ctx_int32_atomic_fetch_and_nbi, \
+    long*: shmem_ctx_int64_atomic_fetch_and_nbi, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_and_nbi, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_and_nbi, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_and_nbi, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_and_nbi, \
-    long*: shmem_long_atomic_fetch_and_nbi, \
+    int*: shmem_int32_atomic_fetch_and_nbi, \
+    long*: shmem_int64_atomic_fetch_and_nbi, \
     unsigned int*: shmem_uint_atomic_fetch_and_nbi, \
     unsigned long*: shmem_ulong_atomic_fetch_and_nbi, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_and_nbi)(__VA_ARGS__)
@@ -670,14 +670,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_or(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_or, \
-    long*: shmem_ctx_long_atomic_fetch_or, \
+    int*: shmem_ctx_int32_atomic_fetch_or, \
+    long*: shmem_ctx_int64_atomic_fetch_or, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_or, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_or, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_or, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_or, \
-    long*: shmem_long_atomic_fetch_or, \
+    int*: shmem_int32_atomic_fetch_or, \
+    long*: shmem_int64_atomic_fetch_or, \
     unsigned int*: shmem_uint_atomic_fetch_or, \
     unsigned long*: shmem_ulong_atomic_fetch_or, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_or)(__VA_ARGS__)
@@ -685,14 +685,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_or(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_or, \
-    long*: shmem_ctx_long_atomic_or, \
+    int*: shmem_ctx_int32_atomic_or, \
+    long*: shmem_ctx_int64_atomic_or, \
     unsigned int*: shmem_ctx_uint_atomic_or, \
     unsigned long*: shmem_ctx_ulong_atomic_or, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_or, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_or, \
-    long*: shmem_long_atomic_or, \
+    int*: shmem_int32_atomic_or, \
+    long*: shmem_int64_atomic_or, \
     unsigned int*: shmem_uint_atomic_or, \
     unsigned long*: shmem_ulong_atomic_or, \
     unsigned long long*: shmem_ulonglong_atomic_or)(__VA_ARGS__)
@@ -700,14 +700,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_or_nbi(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_or_nbi, \
-    long*: shmem_ctx_long_atomic_fetch_or_nbi, \
+    int*: shmem_ctx_int32_atomic_fetch_or_nbi, \
+    long*: shmem_ctx_int64_atomic_fetch_or_nbi, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_or_nbi, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_or_nbi, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_or_nbi, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_or_nbi, \
-    long*: shmem_long_atomic_fetch_or_nbi, \
+    int*: shmem_int32_atomic_fetch_or_nbi, \
+    long*: shmem_int64_atomic_fetch_or_nbi, \
     unsigned int*: shmem_uint_atomic_fetch_or_nbi, \
     unsigned long*: shmem_ulong_atomic_fetch_or_nbi, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_or_nbi)(__VA_ARGS__)
@@ -715,14 +715,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_xor(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_xor, \
-    long*: shmem_ctx_long_atomic_fetch_xor, \
+    int*: shmem_ctx_int32_atomic_fetch_xor, \
+    long*: shmem_ctx_int64_atomic_fetch_xor, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_xor, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_xor, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_xor, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_xor, \
-    long*: shmem_long_atomic_fetch_xor, \
+    int*: shmem_int32_atomic_fetch_xor, \
+    long*: shmem_int64_atomic_fetch_xor, \
     unsigned int*: shmem_uint_atomic_fetch_xor, \
     unsigned long*: shmem_ulong_atomic_fetch_xor, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_xor)(__VA_ARGS__)
@@ -730,14 +730,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_xor(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_xor, \
-    long*: shmem_ctx_long_atomic_xor, \
+    int*: shmem_ctx_int32_atomic_xor, \
+    long*: shmem_ctx_int64_atomic_xor, \
     unsigned int*: shmem_ctx_uint_atomic_xor, \
     unsigned long*: shmem_ctx_ulong_atomic_xor, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_xor, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_xor, \
-    long*: shmem_long_atomic_xor, \
+    int*: shmem_int32_atomic_xor, \
+    long*: shmem_int64_atomic_xor, \
     unsigned int*: shmem_uint_atomic_xor, \
     unsigned long*: shmem_ulong_atomic_xor, \
     unsigned long long*: shmem_ulonglong_atomic_xor)(__VA_ARGS__)
@@ -745,14 +745,14 @@ void hpshmem_c11_no_type_match(void);
 #define shmem_atomic_fetch_xor_nbi(...) \
   _Generic(HPSHMEM_ARG0(__VA_ARGS__), \
     shmem_ctx_t: _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
-    int*: shmem_ctx_int_atomic_fetch_xor_nbi, \
-    long*: shmem_ctx_long_atomic_fetch_xor_nbi, \
+    int*: shmem_ctx_int32_atomic_fetch_xor_nbi, \
+    long*: shmem_ctx_int64_atomic_fetch_xor_nbi, \
     unsigned int*: shmem_ctx_uint_atomic_fetch_xor_nbi, \
     unsigned long*: shmem_ctx_ulong_atomic_fetch_xor_nbi, \
     unsigned long long*: shmem_ctx_ulonglong_atomic_fetch_xor_nbi, \
     default: hpshmem_c11_no_type_match), \
-    int*: shmem_int_atomic_fetch_xor_nbi, \
-    long*: shmem_long_atomic_fetch_xor_nbi, \
+    int*: shmem_int32_atomic_fetch_xor_nbi, \
+    long*: shmem_int64_atomic_fetch_xor_nbi, \
     unsigned int*: shmem_uint_atomic_fetch_xor_nbi, \
     unsigned long*: shmem_ulong_atomic_fetch_xor_nbi, \
     unsigned long long*: shmem_ulonglong_atomic_fetch_xor_nbi)(__VA_ARGS__)
@@ -1004,10 +1004,10 @@ void hpshmem_c11_no_type_match(void);
     unsigned int*: shmem_uint_and_reduce, \
     unsigned long*: shmem_ulong_and_reduce, \
     unsigned long long*: shmem_ulonglong_and_reduce, \
-    signed char*: shmem_schar_and_reduce, \
-    short*: shmem_short_and_reduce, \
-    int*: shmem_int_and_reduce, \
-    long*: shmem_long_and_reduce)(__VA_ARGS__)
+    signed char*: shmem_int8_and_reduce, \
+    short*: shmem_int16_and_reduce, \
+    int*: shmem_int32_and_reduce, \
+    long*: shmem_int64_and_reduce)(__VA_ARGS__)
 
 #define shmem_or_reduce(...) \
   _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
@@ -1016,10 +1016,10 @@ void hpshmem_c11_no_type_match(void);
     unsigned int*: shmem_uint_or_reduce, \
     unsigned long*: shmem_ulong_or_reduce, \
     unsigned long long*: shmem_ulonglong_or_reduce, \
-    signed char*: shmem_schar_or_reduce, \
-    short*: shmem_short_or_reduce, \
-    int*: shmem_int_or_reduce, \
-    long*: shmem_long_or_reduce)(__VA_ARGS__)
+    signed char*: shmem_int8_or_reduce, \
+    short*: shmem_int16_or_reduce, \
+    int*: shmem_int32_or_reduce, \
+    long*: shmem_int64_or_reduce)(__VA_ARGS__)
 
 #define shmem_xor_reduce(...) \
   _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \
@@ -1028,10 +1028,10 @@ void hpshmem_c11_no_type_match(void);
     unsigned int*: shmem_uint_xor_reduce, \
     unsigned long*: shmem_ulong_xor_reduce, \
     unsigned long long*: shmem_ulonglong_xor_reduce, \
-    signed char*: shmem_schar_xor_reduce, \
-    short*: shmem_short_xor_reduce, \
-    int*: shmem_int_xor_reduce, \
-    long*: shmem_long_xor_reduce)(__VA_ARGS__)
+    signed char*: shmem_int8_xor_reduce, \
+    short*: shmem_int16_xor_reduce, \
+    int*: shmem_int32_xor_reduce, \
+    long*: shmem_int64_xor_reduce)(__VA_ARGS__)
 
 #define shmem_max_reduce(...) \
   _Generic(HPSHMEM_ARG1(__VA_ARGS__, 0), \

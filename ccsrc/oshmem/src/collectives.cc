@@ -32,8 +32,12 @@ shmem_team_t ActiveSet(int start, int log_stride, int size, const long* pSync, c
     auto it = sets->find(key);
     if (it != sets->end()) return it->second;
   }
+  // Only the set's members call: the team is made among them alone.
+  std::vector<int> pes;
+  for (int i = 0; i < size; ++i) pes.push_back(static_cast<int>(start + stride * i));
   shmem_team_t t = SHMEM_TEAM_INVALID;
-  shmem_team_split_strided(SHMEM_TEAM_WORLD, start, static_cast<int>(stride), size, nullptr, 0, &t);
+  if (MakeTeam(pes, nullptr, 0, &t, fn) != 0)
+    Fatal(fn, "no room in the collective workspace for the active set's team; destroy teams no longer used");
   if (t == SHMEM_TEAM_INVALID) Fatal(fn, "this PE is not in the active set");
   std::lock_guard<std::mutex> lk(S().mu);
   (*sets)[key] = t;
@@ -179,6 +183,12 @@ void shmem_barrier_all(void) {
 void shmem_sync_all(void) {
   RequireInit("shmem_sync_all");
   Check(Barrier(), "shmem_sync_all");
+}
+
+int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
+
+void hpshmem_sync_active_set(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+  shmem_barrier(PE_start, logPE_stride, PE_size, pSync);
 }
 
 int shmem_team_sync(shmem_team_t team) {

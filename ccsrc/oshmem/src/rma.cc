@@ -31,6 +31,7 @@ inline void Copy(void* d, const void* s, size_t n) {
 
 void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
+  if (bytes == 0) return;  // no transfer: the pointers may be anything, even null
   void* d = Sym(dest);
   if (bytes <= kDirectCopyMax && (src || !bytes)) {
     if (uint8_t* p = Direct(d, bytes, g)) {
@@ -44,6 +45,7 @@ void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe
 
 void GetBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
+  if (bytes == 0) return;
   const void* s = Sym(src);
   if (bytes <= kDirectCopyMax && (dest || !bytes)) {
     if (const uint8_t* p = Direct(s, bytes, g)) {
@@ -110,8 +112,9 @@ void PutSignal(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, uint6
   int g = GlobalPe(ctx, pe, fn);
   if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD)
     Fatal(fn, "sig_op " + std::to_string(sig_op) + " is not SHMEM_SIGNAL_SET or SHMEM_SIGNAL_ADD");
-  void* d = Sym(dest);
   void* s = Sym(sig);
+  void* d = bytes ? Sym(dest) : s;  // no data: only the signal, whatever dest is
+  if (!bytes) src = nullptr;
   uint8_t* pd = bytes <= kDirectCopyMax && (src || !bytes) ? Direct(d, bytes, g) : nullptr;
   uint8_t* ps = Direct(s, 8, g);
   if (pd && ps && reinterpret_cast<uintptr_t>(ps) % 8 == 0) {
@@ -217,11 +220,14 @@ void CheckCmp(int cmp, const char* fn) {
 }
 
 // The test_* forms; `values` is null for a single comparison value.
+// `start`: where the scan begins (the _any forms rotate it, so that one
+// variable that stays true does not hide the others: the specification's fairness).
 template <class T>
 size_t CountHolding(T* ivars, size_t n, size_t* indices, const int* status, int cmp, T x, const T* values,
-                    size_t stop_after) {
+                    size_t stop_after, size_t start = 0) {
   size_t found = 0;
-  for (size_t i = 0; i < n && found < stop_after; ++i) {
+  for (size_t k = 0; k < n && found < stop_after; ++k) {
+    size_t i = start + k < n ? start + k : start + k - n;
     if (status && status[i]) continue;
     if (Holds(Load(ivars + i), cmp, values ? values[i] : x)) {
       if (indices) indices[found] = i;
@@ -243,11 +249,14 @@ int TestAll(T* v, size_t n, const int* st, int cmp, T x, const T* xs, const char
   CheckCmp(cmp, fn);
   return CountHolding(v, n, nullptr, st, cmp, x, xs, SIZE_MAX) == Active<T>(n, st);
 }
+thread_local size_t t_any_start = 0;
+size_t NextStart(size_t n) { return n ? t_any_start++ % n : 0; }
+
 template <class T>
 size_t TestAny(T* v, size_t n, const int* st, int cmp, T x, const T* xs, const char* fn) {
   CheckCmp(cmp, fn);
   size_t idx;
-  return CountHolding(v, n, &idx, st, cmp, x, xs, 1) ? idx : SIZE_MAX;
+  return CountHolding(v, n, &idx, st, cmp, x, xs, 1, NextStart(n)) ? idx : SIZE_MAX;
 }
 template <class T>
 size_t TestSome(T* v, size_t n, size_t* ind, const int* st, int cmp, T x, const T* xs, const char* fn) {
@@ -264,8 +273,8 @@ template <class T>
 size_t WaitAny(T* v, size_t n, const int* st, int cmp, T x, const T* xs, const char* fn) {
   CheckCmp(cmp, fn);
   if (Active<T>(n, st) == 0) return SIZE_MAX;
-  size_t idx = SIZE_MAX;
-  WaitFor<T>([&] { return CountHolding(v, n, &idx, st, cmp, x, xs, 1) > 0; }, fn, v, cmp, n);
+  size_t idx = SIZE_MAX, start = NextStart(n);
+  WaitFor<T>([&] { return CountHolding(v, n, &idx, st, cmp, x, xs, 1, start) > 0; }, fn, v, cmp, n);
   return idx;
 }
 template <class T>

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ops/ops.h"
 #include "state.h"
 
 struct hpshmem_team_s hpshmem_team_world;
@@ -106,19 +107,47 @@ void FillTeam(shmem_team_t t, int id, std::vector<int> pes) {
   t->me = t->index_of[S().me];
 }
 
+}  // namespace
+
 // Collective over the members of `pes` (every PE of the parent calls it;
-// non-members get SHMEM_TEAM_INVALID at once).
+// non-members get SHMEM_TEAM_INVALID at once). Non-zero: no room for the team.
 int MakeTeam(const std::vector<int>& pes, const shmem_team_config_t* config, long mask, shmem_team_t* out,
              const char* fn) {
   *out = SHMEM_TEAM_INVALID;
   if (std::find(pes.begin(), pes.end(), S().me) == pes.end()) return 0;
   int id;
-  Check(TeamCreate(pes.data(), static_cast<int>(pes.size()), &id), fn);
+  Status st = TeamCreate(pes.data(), static_cast<int>(pes.size()), &id);
+  // No room for another team is the caller's to handle (the specification's
+  // non-zero return); it is the same on every member, which all made the same calls.
+  if (st.code() == Code::kOutOfMemory) return 1;
+  Check(st, fn);
   auto* t = new hpshmem_team_s();
   FillTeam(t, id, pes);
   if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS)) t->config = *config;
   *out = t;
   return 0;
+}
+
+namespace {
+
+// Splits succeed or fail on every PE of the parent alike (the specification's
+// non-zero return everywhere): the members' results are agreed over the parent.
+// Teams made here are destroyed again when any PE failed.
+int AgreeSplit(shmem_team_t parent, int rc, std::initializer_list<shmem_team_t*> made, const char* fn) {
+  auto* word = static_cast<int64_t*>(S().scratch);
+  *word = rc != 0;
+  Check(ops::Allreduce(word, 1, ops::DType::kInt64, ops::ReduceOp::kMax, ops::AllreduceAlgorithm::kAuto,
+                       parent->id),
+        fn);
+  if (*word == 0) return 0;
+  for (shmem_team_t* t : made) {
+    if (*t != SHMEM_TEAM_INVALID) {
+      Check(TeamDestroy((*t)->id), fn);
+      delete *t;
+      *t = SHMEM_TEAM_INVALID;
+    }
+  }
+  return 1;
 }
 
 void AtExit() {
@@ -267,6 +296,11 @@ void shmem_finalize(void) {
 
 void shmem_global_exit(int status) {
   std::fflush(nullptr);
+  // Under oshrun: the launcher ends every other PE and exits with this status.
+  if (const char* fd = Env("HYPER_PARALLEL_SHMEM_EXIT_FD")) {
+    std::string line = std::to_string(status) + "\n";
+    [[maybe_unused]] ssize_t w = ::write(std::atoi(fd), line.data(), line.size());
+  }
   // oshrun sees this status first and ends the other PEs; a peer that waits on
   // this one sees it die and ends too.
   ::_exit(status);
@@ -288,6 +322,13 @@ void* shmem_ptr(const void* dest, int pe) {
   if (pe == S().me && IsSymmetric(Sym(dest), 1)) return const_cast<void*>(dest);
   return Ptr(Sym(dest), pe);
 }
+
+void* shmem_team_ptr(shmem_team_t team, const void* dest, int pe) {
+  if (!S().initialized || !ValidTeam(team) || pe < 0 || pe >= static_cast<int>(team->pes.size())) return nullptr;
+  return shmem_ptr(dest, team->pes[pe]);
+}
+
+void shmem_pcontrol(const int, ...) {}
 
 void shmem_info_get_version(int* major, int* minor) {
   if (major) *major = SHMEM_MAJOR_VERSION;
@@ -327,8 +368,8 @@ void* shmem_align(size_t alignment, size_t size) {
 void* shmem_malloc(size_t size) { return shmem_align(64, size); }
 
 void* shmem_malloc_with_hints(size_t size, long hints) {
-  if (hints & ~(SHMEM_MALLOC_ATOMICS_REMOTE | SHMEM_MALLOC_SIGNAL_REMOTE))
-    Fatal("shmem_malloc_with_hints", "unknown hints " + std::to_string(hints));
+  // Hints may be ignored (unknown ones too): every block already serves atomics and signals.
+  (void)hints;
   return shmem_malloc(size);
 }
 
@@ -407,7 +448,8 @@ int shmem_team_split_strided(shmem_team_t parent, int start, int stride, int siz
   if (last < 0 || last >= n) return 1;
   std::vector<int> pes;
   for (int i = 0; i < size; ++i) pes.push_back(parent->pes[start + i * stride]);
-  return MakeTeam(pes, config, config_mask, new_team, "shmem_team_split_strided");
+  int rc = MakeTeam(pes, config, config_mask, new_team, "shmem_team_split_strided");
+  return AgreeSplit(parent, rc, {new_team}, "shmem_team_split_strided");
 }
 
 int shmem_team_split_2d(shmem_team_t parent, int xrange, const shmem_team_config_t* xaxis_config, long xaxis_mask,
@@ -424,9 +466,10 @@ int shmem_team_split_2d(shmem_team_t parent, int xrange, const shmem_team_config
   std::vector<int> row, col;
   for (int i = me / xrange * xrange; i < std::min(n, (me / xrange + 1) * xrange); ++i) row.push_back(parent->pes[i]);
   for (int i = me % xrange; i < n; i += xrange) col.push_back(parent->pes[i]);
-  MakeTeam(row, xaxis_config, xaxis_mask, xaxis_team, "shmem_team_split_2d");
-  MakeTeam(col, yaxis_config, yaxis_mask, yaxis_team, "shmem_team_split_2d");
-  return 0;
+  int rc = MakeTeam(row, xaxis_config, xaxis_mask, xaxis_team, "shmem_team_split_2d");
+  // The y split runs even when the x split failed: members pair up their calls.
+  rc |= MakeTeam(col, yaxis_config, yaxis_mask, yaxis_team, "shmem_team_split_2d");
+  return AgreeSplit(parent, rc, {xaxis_team, yaxis_team}, "shmem_team_split_2d");
 }
 
 void shmem_team_destroy(shmem_team_t team) {

@@ -108,6 +108,12 @@ inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
   return t->pes[pe];
 }
 
+// Creates the team of global PEs `pes`, collective over them alone (the
+// split routines agree on the result over the parent afterwards). Non-zero:
+// no room for it; *out is SHMEM_TEAM_INVALID for a PE not in `pes`.
+int MakeTeam(const std::vector<int>& pes, const shmem_team_config_t* config, long mask, shmem_team_t* out,
+             const char* fn);
+
 // A team handle that may be used (not SHMEM_TEAM_INVALID, not destroyed).
 bool ValidTeam(shmem_team_t team);
 

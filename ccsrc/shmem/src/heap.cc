@@ -80,9 +80,9 @@ Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
   if (!rt) return NotInit(what);
   if (!out) return Status::InvalidArgument(std::string(what) + ": out is null");
   *out = nullptr;
-  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > kSegmentAlign)
+  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > kHeapAlign)
     return Status::InvalidArgument(std::string(what) + ": alignment " + std::to_string(alignment) +
-                                   " is not a power of two <= " + std::to_string(kSegmentAlign));
+                                   " is not a power of two <= " + std::to_string(kHeapAlign));
   std::lock_guard<std::mutex> lk(rt->alloc_mu);
   HPSHMEM_RETURN_IF_ERROR(VerifyCollectiveCall(rt, kAllocMalloc, bytes, alignment, what));
   size_t off = 0;

@@ -19,6 +19,9 @@ namespace hpshmem {
 // first few are never touched and cost nothing.
 constexpr size_t kSegmentAlign = size_t{2} << 20;
 constexpr size_t kHeaderBytes = kSegmentAlign;
+// The largest alignment an allocation may ask for: each rank's own heap starts
+// at an address aligned to it (peers' mappings of it need not be).
+constexpr size_t kHeapAlign = size_t{1} << 30;
 constexpr uint64_t kHeaderMagic = 0x314d454d48535048ULL;  // "HPSHMEM1"
 
 // One collective allocator call, published to every peer so that each can compare.

@@ -9,13 +9,15 @@
 
 namespace hpshmem {
 
-void* MapAligned(int fd, size_t bytes) {
+void* MapAligned(int fd, size_t bytes, size_t align, size_t skew) {
   // Reserve a larger range, map over its aligned part, give back the slack.
-  size_t span = bytes + kSegmentAlign;
+  size_t span = bytes + align;
   void* r = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return MAP_FAILED;
   auto base = reinterpret_cast<uintptr_t>(r);
-  uintptr_t aligned = (base + kSegmentAlign - 1) & ~(uintptr_t{kSegmentAlign} - 1);
+  // The first address at which base + skew is aligned.
+  uintptr_t aligned = ((base + skew + align - 1) & ~(uintptr_t{align} - 1)) - skew;
+  if (aligned < base) aligned += align;
   void* p = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (p == MAP_FAILED) {
     ::munmap(r, span);
@@ -44,7 +46,10 @@ Status LocalSegment::Create(size_t heap_bytes, int rank, int nranks, uint64_t jo
   if (::ftruncate(s->fd(), static_cast<off_t>(s->bytes_)) != 0)
     return Status::FromErrno("ftruncate of the " + std::to_string(s->bytes_) + "-byte heap segment");
   ::fcntl(s->fd(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-  void* p = MapAligned(s->fd(), s->bytes_);
+  // This rank's heap (kHeaderBytes in) starts kHeapAlign-aligned, so that any
+  // alignment up to it holds at the same offset on every rank. The reservation
+  // costs address space only.
+  void* p = MapAligned(s->fd(), s->bytes_, kHeapAlign, kHeaderBytes);
   if (p == MAP_FAILED) return Status::FromErrno("mmap of the heap segment");
   s->base_ = static_cast<uint8_t*>(p);
   PeHeader* h = s->header();

@@ -39,9 +39,9 @@ class LocalSegment {
   size_t bytes_ = 0;
 };
 
-// Maps `fd` (`bytes` long) read-write at a kSegmentAlign-aligned address, or
-// returns MAP_FAILED.
-void* MapAligned(int fd, size_t bytes);
+// Maps `fd` (`bytes` long) read-write at an address a such that a + skew is
+// `align`-aligned (a power of two), or returns MAP_FAILED.
+void* MapAligned(int fd, size_t bytes, size_t align = kSegmentAlign, size_t skew = 0);
 // Releases a segment mapping by putting private zero pages in its place
 // instead of unmapping it: framework tensors that outlive Finalize (views
 // kept by the user) then read zeros and write into memory that belongs to

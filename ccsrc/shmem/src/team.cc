@@ -289,21 +289,23 @@ Status TeamCreate(const int* pes, int n, int* team) {
   t->block.assign(n, 0);
   t->own_bytes = RoundUp(TeamBlockWords(n) * sizeof(int64_t));
   size_t off = 0;
+  bool room;
   {
     std::lock_guard<std::mutex> lk(rt->team_mu);
-    if (!ArenaAlloc(rt, t->own_bytes, &off))
-      return Status::OutOfMemory("team creation: no room for a team of " + std::to_string(n) +
-                                 " ranks in the collective workspace (" + std::to_string(kWorkspaceBytes) +
-                                 " bytes, shared by this rank's live teams); destroy teams no longer used");
+    room = ArenaAlloc(rt, t->own_bytes, &off);
   }
   // Nobody writes these words before reading our hello, sent below.
-  std::memset(rt->sym_base + off, 0, t->own_bytes);
+  if (room) std::memset(rt->sym_base + off, 0, t->own_bytes);
   t->block[t->me] = static_cast<int64_t>(off);
   const int64_t hash = HashMembers(pes, n);
   t->hash = hash;
-  const int64_t words[3] = {static_cast<int64_t>(off), hash, n};
+  // Without room the hello still goes out (offset -1): members' workspaces
+  // fill at different rates, and every member must learn that the team fails.
+  const int64_t words[3] = {room ? static_cast<int64_t>(off) : -1, hash, n};
+  int no_room = room ? -1 : rt->rank;
   Status s = Exchange(rt, pes, n, words, t->member, what, [&](int i, const int64_t* theirs) -> std::string {
     if (theirs[1] == hash && theirs[2] == n) {
+      if (theirs[0] < 0 && no_room < 0) no_room = pes[i];
       t->block[i] = theirs[0];
       return "";
     }
@@ -312,8 +314,14 @@ Status TeamCreate(const int* pes, int n, int* team) {
            " ranks; the same ranks in another order also differ)";
   });
   std::lock_guard<std::mutex> lk(rt->team_mu);
+  if (s.ok() && no_room >= 0) {
+    s = Status::OutOfMemory("team creation: rank " + std::to_string(no_room) + " has no room for a team of " +
+                            std::to_string(n) + " ranks in its collective workspace (" +
+                            std::to_string(kWorkspaceBytes) + " bytes, shared by its live teams); destroy teams "
+                            "no longer used");
+  }
   if (!s.ok()) {
-    ArenaFree(rt, off, t->own_bytes);
+    if (room) ArenaFree(rt, off, t->own_bytes);
     return s;
   }
   size_t id = 1;

@@ -90,7 +90,7 @@ Status BootstrapBarrier();
 // ---------------------------------------------------------------- heap
 
 // Collective allocation of `bytes` (may be 0) aligned to 64 bytes, or
-// `alignment` (a power of two, at most 2 MiB). Every rank must ask for the same sizes in the
+// `alignment` (a power of two, at most 1 GiB). Every rank must ask for the same sizes in the
 // same order: this is verified, and a disagreement returns
 // kCollectiveMismatch on every rank instead of aliasing memory.
 // Errors: kOutOfMemory (says what is live), kCollectiveMismatch,
