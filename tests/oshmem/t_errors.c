@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   } else if (!strcmp(what, "global_exit")) {
     if (me == n - 1) shmem_global_exit(7);
     for (;;) shmem_barrier_all(); /* the others wait; the launcher ends them */
+  } else if (!strcmp(what, "global_exit_zero")) {
+    if (me == 0) shmem_global_exit(0); /* the job ends with 0 although the others never finish */
+    for (;;) shmem_barrier_all();
   } else if (!strcmp(what, "bad_cmp")) {
     shmem_int_wait_until(&x, 42, 0);
   } else if (!strcmp(what, "bad_free")) {

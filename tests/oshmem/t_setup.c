@@ -66,6 +66,18 @@ int main(void) {
   for (int i = 0; i < 37; i++) CHECK(z[i] == 0, "calloc not zero at %d", i);
   void* al = shmem_align(4096, 13);
   CHECK(al && ((uintptr_t)al % 4096) == 0, "align");
+  void* big_al = shmem_align(4 << 20, 100); /* above the segment's 2 MiB: still aligned on every PE */
+  CHECK(big_al && ((uintptr_t)big_al % (4 << 20)) == 0, "align 4 MiB");
+  shmem_free(big_al);
+  /* Zero-length transfers move nothing and take any pointer, null included. */
+  shmem_putmem(NULL, NULL, 0, (me + 1) % n);
+  shmem_getmem(NULL, NULL, 0, (me + 1) % n);
+  shmem_int_iput(NULL, NULL, 1, 1, 0, (me + 1) % n);
+  shmem_int_iget(NULL, NULL, 1, 1, 0, (me + 1) % n);
+  static uint64_t zsig;
+  shmem_barrier_all();
+  shmem_putmem_signal(NULL, NULL, 0, &zsig, 5, SHMEM_SIGNAL_ADD, (me + 1) % n);
+  shmem_signal_wait_until(&zsig, SHMEM_CMP_EQ, 5); /* the signal of an empty put still arrives */
   void* h = shmem_malloc_with_hints(64, SHMEM_MALLOC_ATOMICS_REMOTE);
   CHECK(h, "malloc_with_hints");
   for (int i = 0; i < 101; i++) a[i] = me * 1000 + i;

@@ -56,6 +56,15 @@ int main(void) {
   size_t idx = shmem_long_test_any(flags, 8, NULL, SHMEM_CMP_EQ, 13);
   CHECK(idx == 3, "test_any %zu", idx);
   CHECK(shmem_long_test_any(flags, 8, NULL, SHMEM_CMP_EQ, 99) == SIZE_MAX, "test_any none");
+  /* Fairness: with several true, repeated calls do not keep returning the same one. */
+  int seen_any[8] = {0}, distinct = 0;
+  for (int k = 0; k < 64; k++) {
+    size_t i = shmem_long_test_any(flags, 8, status, SHMEM_CMP_GE, 10);
+    CHECK(i < 8 && i != 2, "test_any returned %zu", i);
+    distinct += !seen_any[i];
+    seen_any[i] = 1;
+  }
+  CHECK(distinct == 7, "test_any returned only %d of the 7 true variables", distinct);
   size_t ind[8];
   size_t cnt = shmem_long_test_some(flags, 8, ind, status, SHMEM_CMP_GT, 14);
   CHECK(cnt == 3 && ind[0] == 5 && ind[1] == 6 && ind[2] == 7, "test_some %zu", cnt);

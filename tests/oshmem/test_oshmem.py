@@ -104,6 +104,7 @@ def test_cxx_program(build, np):
         ("bad_cmp", 1, "shmem_int_wait_until: cmp 42 is not one of the SHMEM_CMP_ constants"),
         ("bad_free", 1, "shmem_free: invalid_free"),
         ("global_exit", 7, None),
+        ("global_exit_zero", 0, None),
         ("exit_without_finalize", 0, None),
     ],
 )
