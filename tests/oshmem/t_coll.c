@@ -169,6 +169,29 @@ int main(void) {
   shmem_team_destroy(xt);
   shmem_team_destroy(yt);
 
+  /* Small broadcasts, reductions and fcollects back to back with no synchronization between
+   * them (a broadcast's root waits for nobody: the next eager call must not overrun a slot). */
+  {
+    static long bsrc[4], bdst[4], rsrc[4], rdst[4], fdst[4 * MAXPES];
+    for (int it = 0; it < 300; it++) {
+      int root = it % n;
+      for (int i = 0; i < 4; i++) bsrc[i] = it * 100 + me * 10 + i, rsrc[i] = it + me + i;
+      /* twice from the same root: the root may then be two calls ahead of a member */
+      for (int twice = 0; twice < 2; twice++) {
+        CHECK(shmem_long_broadcast(SHMEM_TEAM_WORLD, bdst, bsrc, 1 + it % 4, root) == 0, "b2b broadcast");
+        for (int i = 0; i < 1 + it % 4; i++)
+          CHECK(bdst[i] == it * 100 + root * 10 + i, "b2b broadcast %d [%d]", it, i);
+      }
+      if (it % 3 == 0) {
+        CHECK(shmem_long_sum_reduce(SHMEM_TEAM_WORLD, rdst, rsrc, 4) == 0, "b2b reduce");
+        for (int i = 0; i < 4; i++) CHECK(rdst[i] == (long)n * (it + i) + (long)n * (n - 1) / 2, "b2b reduce %d", it);
+      } else if (it % 3 == 1) {
+        CHECK(shmem_long_fcollect(SHMEM_TEAM_WORLD, fdst, rsrc, 2) == 0, "b2b fcollect");
+        for (int p = 0; p < n; p++) CHECK(fdst[2 * p] == it + p && fdst[2 * p + 1] == it + p + 1, "b2b fcollect %d", it);
+      }
+    }
+  }
+
   /* Teams until the workspace is full: the split that fails, fails on every PE of the parent
    * (members and not), the ones before it stay usable, and destroying them makes room again. */
   static shmem_team_t many[400];

@@ -136,6 +136,10 @@ struct CollectiveCounters {
   int64_t expected_arrivals = 0;  // put-with-signal ADDs this rank has waited for, in total
   int64_t expected_consumed = 0;  // completed reads of this rank's buffers it has waited for
   int64_t mismatch_seen = 0;      // size-mismatch reports already raised
+  // The last call after which members need not have seen every other member
+  // enter it (a small broadcast): the next eager put into a member's slot
+  // first waits for that member to have entered it (ops/collective_copy).
+  int64_t loose_epoch = 0;
 };
 // The world team's counters (see TeamView).
 CollectiveCounters* GetCollectiveCounters();

@@ -91,7 +91,13 @@ Status Open(Job* j, int team) {
 // Puts `h` (and `bytes` of `data` after it) into member p's slot for this
 // rank, setting ready[me] at p to the call's epoch: the data is there when p
 // sees it.
+Status WaitReady(const Job& j, int peer, int64_t epoch);
+
 Status PutSlot(const Job& j, int p, const EagerHeader& h, const void* data, size_t bytes) {
+  // Two slots per sender suffice because a sender in call e knows that every
+  // member entered e - 1 (so is done with the slot of e - 2) — unless e - 1
+  // was a small broadcast, whose members wait for nobody but the root.
+  if (j.c->loose_epoch == h.epoch - 1) HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, h.epoch - 1));
   size_t total = kEagerHeaderBytes + bytes;
   if (t_stage.size() < total) t_stage.resize(kEagerHeaderBytes + j.eager);
   std::memcpy(t_stage.data(), &h, sizeof h);
@@ -648,7 +654,15 @@ Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* 
       HPSHMEM_RETURN_IF_ERROR(WaitReady(j, p, e - 1));
       HPSHMEM_RETURN_IF_ERROR(PutSlot(j, p, {e, static_cast<int64_t>(bytes), root, 0}, src ? src : data, bytes));
     }
+    j.c->loose_epoch = e;
     return ReleaseGated();
+  }
+  // Every member hears that this one entered (the root to send, the others
+  // for their next eager call, see PutSlot); nobody waits for it here.
+  j.c->loose_epoch = e;
+  for (int k = 1; k < j.w; ++k) {
+    int p = (j.me + k) % j.w;
+    if (p != root) HPSHMEM_RETURN_IF_ERROR(Signal(j.At(p, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(p)));
   }
   HPSHMEM_RETURN_IF_ERROR(Signal(j.At(root, j.L.ready + j.me), kWord, e, SignalOp::kSet, j.G(root)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
