@@ -22,6 +22,16 @@ int main() {
     }
     std::printf("c++: OK on %ld PEs\n", n);
   }
+  // Complex reductions from C++ (C's _Complex, a GNU extension there).
+  static double _Complex zin, zout;
+  __real__ zin = shmem_my_pe() + 1;
+  __imag__ zin = 2.0 * (shmem_my_pe() + 1);
+  shmem_complexd_sum_reduce(SHMEM_TEAM_WORLD, &zout, &zin, 1);
+  double re = __real__ zout, im = __imag__ zout;
+  if (re != n * (n + 1) / 2 || im != n * (n + 1)) {
+    std::fprintf(stderr, "complex sum %g%+gi\n", re, im);
+    shmem_global_exit(2);
+  }
   shmem_free(heap);
   shmem_finalize();
 }

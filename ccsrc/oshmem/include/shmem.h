@@ -140,7 +140,8 @@ extern shmem_team_t hpshmem_team_shared;
   X(uint32_t, uint32) X(uint64_t, uint64) X(size_t, size) X(float, float) X(double, double)      \
   X(long double, longdouble)
 
-#ifndef __cplusplus
+/* C's complex types; C++ has them as a GNU extension (g++, clang++). */
+#if !defined(__cplusplus) || defined(__GNUC__)
 #define HPSHMEM_COMPLEX_TYPES(X) X(float _Complex, complexf) X(double _Complex, complexd)
 #else
 #define HPSHMEM_COMPLEX_TYPES(X)

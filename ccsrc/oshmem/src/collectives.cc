@@ -112,6 +112,19 @@ void Alltoalls(shmem_team_t t, void* dest, const void* src, ptrdiff_t dst, ptrdi
 }
 
 template <class T>
+struct Impl {
+  using type = T;
+};
+template <>
+struct Impl<float _Complex> {
+  using type = std::complex<float>;
+};
+template <>
+struct Impl<double _Complex> {
+  using type = std::complex<double>;
+};
+
+template <class T>
 constexpr ops::DType DTypeOf() {
   if constexpr (std::is_same_v<T, float>) return ops::DType::kFloat32;
   else if constexpr (std::is_same_v<T, double>) return ops::DType::kFloat64;
@@ -252,13 +265,13 @@ int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdif
   }
 HPSHMEM_RMA_TYPES(HP_COLL)
 
-// Reductions. C's complex types are layout-compatible with std::complex.
-#undef HPSHMEM_COMPLEX_TYPES
-#define HPSHMEM_COMPLEX_TYPES(X) X(std::complex<float>, complexf) X(std::complex<double>, complexd)
-
-#define HP_REDUCE(T, N, OP, K)                                                              \
-  int shmem_##N##_##OP##_reduce(shmem_team_t t, T* d, const T* s, size_t n) {               \
-    return Reduce<T>(t, d, s, n, ops::ReduceOp::K, "shmem_" #N "_" #OP "_reduce");          \
+// Reductions. C's complex types are layout-compatible with std::complex,
+// which the reduction kernels take.
+#define HP_REDUCE(T, N, OP, K)                                                                        \
+  int shmem_##N##_##OP##_reduce(shmem_team_t t, T* d, const T* s, size_t n) {                         \
+    using U = Impl<T>::type;                                                                          \
+    return Reduce<U>(t, reinterpret_cast<U*>(d), reinterpret_cast<const U*>(s), n, ops::ReduceOp::K, \
+                     "shmem_" #N "_" #OP "_reduce");                                                  \
   }
 #define HP_REDUCE_BIT(T, N) HP_REDUCE(T, N, and, kAnd) HP_REDUCE(T, N, or, kOr) HP_REDUCE(T, N, xor, kXor)
 #define HP_REDUCE_MINMAX(T, N) HP_REDUCE(T, N, max, kMax) HP_REDUCE(T, N, min, kMin)
@@ -306,7 +319,9 @@ HP_ASET(64)
     const char* fn = "shmem_" #N "_" #OP "_to_all";                                                              \
     shmem_team_t t = ActiveSet(start, log_stride, size, pSync, fn);                                              \
     if (n < 0) Fatal(fn, "nreduce is negative");                                                                 \
-    Reduce<T>(t, d, s, static_cast<size_t>(n), ops::ReduceOp::K, fn);                                            \
+    using U = Impl<T>::type;                                                                                     \
+    Reduce<U>(t, reinterpret_cast<U*>(d), reinterpret_cast<const U*>(s), static_cast<size_t>(n), ops::ReduceOp::K, \
+              fn);                                                                                               \
   }
 #define HP_TOALL_BIT(T, N) HP_TOALL(T, N, and, kAnd) HP_TOALL(T, N, or, kOr) HP_TOALL(T, N, xor, kXor)
 #define HP_TOALL_MINMAX(T, N) HP_TOALL(T, N, max, kMax) HP_TOALL(T, N, min, kMin)
