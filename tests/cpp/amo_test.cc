@@ -111,6 +111,13 @@ TEST(Amo, BadCallsFailBeforeTouchingAnything) {
 // A rank asleep in WaitUntil on plain heap bytes is woken by a peer's plain
 // put (no signal), within far less than the 50 ms sleep slice.
 TEST(Amo, WaitUntilIsWokenByAPlainPut) {
+#if defined(__SANITIZE_THREAD__)
+  // Through UCX the put's bytes are stored by this process's progress thread
+  // while the waiter reads them: concurrent by design (OpenSHMEM's wait_until
+  // on put data), and the data race ThreadSanitizer rightly calls it in C++
+  // terms. The plain and AddressSanitizer runs check it in every layout.
+  if (hptest::Layout() != "shm") GTEST_SKIP() << "plain data read while UCX's thread writes it";
+#endif
   auto r = RunJob(2, [](int rank, int) {
     void* p;
     RCHECK_OK(hpshmem::Calloc(1, 64, &p));

@@ -55,6 +55,15 @@ def oshrun(args, timeout=240, env=ENV):
     return subprocess.run([tool("oshrun"), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def compile_c(tmp_path: Path, name: str, source: str) -> Path:
+    """A small C program of a test, built with oshcc."""
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
+    subprocess.run([tool("oshcc"), "-o", str(exe), str(src)], check=True)
+    return exe
+
+
 def run_ok(build: Path, exe: str, np: int, *extra: str):
     r = oshrun(["-np", np, *extra, build / exe])
     assert r.returncode == 0, f"{exe} on {np} PEs {extra}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
@@ -120,12 +129,9 @@ def test_errors_end_the_job_with_a_message(build, case, status, message):
 def test_oshrun_reports_a_pe_killed_by_a_signal_and_ends_the_rest(build, tmp_path):
     # PE 1 is killed; the others sleep outside the library and never notice: the
     # launcher must end them and report PE 1's death (128 + SIGKILL).
-    prog = tmp_path / "die.c"
-    prog.write_text('#include <shmem.h>\n#include <signal.h>\n#include <unistd.h>\n'
+    exe = compile_c(tmp_path, "die", '#include <shmem.h>\n#include <signal.h>\n#include <unistd.h>\n'
                     'int main(void){shmem_init();shmem_barrier_all();'
                     'if(shmem_my_pe()==1) kill(getpid(),SIGKILL); sleep(60); return 0;}\n')
-    exe = tmp_path / "die"
-    subprocess.run([tool("oshcc"), "-o", str(exe), str(prog)], check=True)
     t0 = time.monotonic()
     r = oshrun(["-np", 3, "--grace", "1", exe], timeout=60)
     assert r.returncode == 128 + signal.SIGKILL, r.stderr
@@ -138,12 +144,9 @@ def test_oshrun_without_shmem_init_says_so():
 
 
 def test_killing_oshrun_kills_every_pe(build, tmp_path):
-    prog = tmp_path / "wait.c"
-    prog.write_text('#include <shmem.h>\n#include <stdio.h>\n#include <unistd.h>\n'
+    exe = compile_c(tmp_path, "wait", '#include <shmem.h>\n#include <stdio.h>\n#include <unistd.h>\n'
                     'int main(void){shmem_init();printf("pid %d\\n",(int)getpid());fflush(stdout);'
                     'for(;;) sleep(1);}\n')
-    exe = tmp_path / "wait"
-    subprocess.run([tool("oshcc"), "-o", str(exe), str(prog)], check=True)
     p = subprocess.Popen([tool("oshrun"), "-np", "3", str(exe)], stdout=subprocess.PIPE, text=True, env=ENV)
     pids = [int(p.stdout.readline().split()[1]) for _ in range(3)]
     for pid in pids:
@@ -159,13 +162,10 @@ def test_killing_oshrun_kills_every_pe(build, tmp_path):
 
 
 def test_oshrun_forwards_sigterm(build, tmp_path):
-    prog = tmp_path / "term.c"
-    prog.write_text('#include <shmem.h>\n#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n'
+    exe = compile_c(tmp_path, "term", '#include <shmem.h>\n#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n'
                     'static void on(int s){(void)s;_exit(42);}\n'
                     'int main(void){signal(SIGTERM,on);shmem_init();printf("up\\n");fflush(stdout);'
                     'for(;;) pause();}\n')
-    exe = tmp_path / "term"
-    subprocess.run([tool("oshcc"), "-o", str(exe), str(prog)], check=True)
     p = subprocess.Popen([tool("oshrun"), "-np", "2", str(exe)], stdout=subprocess.PIPE, text=True, env=ENV)
     for _ in range(2):
         assert p.stdout.readline().strip() == "up"
