@@ -278,13 +278,4 @@ Status GetDirectMap(DirectMap* out) {
   return Status::OK();
 }
 
-void WakeAfterStores(int pe, size_t bytes) {
-  CallScope call;
-  Runtime* rt = call.rt();
-  if (!rt || pe < 0 || pe >= rt->nranks || !rt->peer_sym[pe]) return;
-  if (bytes) PublishStores(bytes);
-  // The range starts kSymOffset into the peer's segment, whose header holds the doorbell.
-  Notify(DoorbellFor(rt->peer_sym[pe] - kSymOffset, kSymOffset));
-}
-
 }  // namespace hpshmem

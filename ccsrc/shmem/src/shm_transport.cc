@@ -279,17 +279,10 @@ Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes
   return Signal(pe, sig_off, type, op, value);
 }
 
-Status ShmTransport::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
-  // Streaming stores of a large put are not ordered by a plain release:
-  // fence so that every earlier put is visible before the update.
-  StoreFence();
-  *old = ApplyAtomic(segments_[pe] + off, type, op, value);
-  Notify(DoorbellFor(segments_[pe], off));
-  return Status::OK();
-}
-
 Status ShmTransport::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
                          int64_t* old) {
+  // Streaming stores of a large put are not ordered by a plain release:
+  // fence so that every earlier put is visible before the update.
   StoreFence();
   int64_t o = ApplyAmo(segments_[pe] + off, type, op, value, compare);
   if (old) *old = o;

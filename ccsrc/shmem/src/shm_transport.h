@@ -38,7 +38,6 @@ class ShmTransport final : public Transport {
   Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
   Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
                    int64_t value) override;
-  Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
   Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
   Status Quiet() override;
   void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override;

@@ -58,14 +58,15 @@ class Transport {
   // Applies, in order, the held messages whose gates this rank's words now
   // open. The rank calls it after raising a gate word of its own.
   virtual void ReleaseGated() {}
-  // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word; blocking, *old
-  // receives the previous value. Wakes pe's waiters like Signal.
-  virtual Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) = 0;
   // Amo (hpshmem.h) on pe's word; blocking, *old (may be null) receives the
   // value before. Applied after every earlier verb of this process to pe;
   // wakes pe's waiters.
   virtual Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
                      int64_t* old) = 0;
+  // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word: the Amo of that op.
+  Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
+    return Amo(pe, off, type, op == SignalOp::kSet ? AmoOp::kSwap : AmoOp::kAdd, value, 0, old);
+  }
   // Completes every verb this process issued through this transport.
   virtual Status Quiet() = 0;
   // Gives the transport a chance to handle incoming work on the caller's

@@ -23,7 +23,7 @@ namespace hpshmem {
 namespace {
 
 enum AmId : unsigned {
-  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetch, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply,
+  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply,
   kAmAmo
 };
 
@@ -48,13 +48,7 @@ struct QuietHdr {
   int32_t from;
   uint64_t seq;
 };
-struct FetchHdr {
-  int32_t from;
-  uint64_t seq, off;
-  int64_t value;
-  uint8_t type, op;
-};
-// Any AmoOp; answered with a FetchReplyHdr like a fetch.
+// Any AmoOp; answered with a FetchReplyHdr.
 struct AmoHdr {
   int32_t from;
   uint64_t seq, off;
@@ -107,7 +101,6 @@ class Ucx final : public Transport {
   Status ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
   Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
                    int64_t value) override;
-  Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) override;
   Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
   bool HoldsGated() const override { return true; }
   Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
@@ -154,8 +147,6 @@ class Ucx final : public Transport {
                                  const ucp_am_recv_param_t* p);
   static ucs_status_t OnQuietAck(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                  const ucp_am_recv_param_t* p);
-  static ucs_status_t OnFetch(void* arg, const void* h, size_t hlen, void* data, size_t len,
-                              const ucp_am_recv_param_t* p);
   static ucs_status_t OnFetchReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                    const ucp_am_recv_param_t* p);
   static ucs_status_t OnAmo(void* arg, const void* h, size_t hlen, void* data, size_t len,
@@ -200,7 +191,7 @@ class Ucx final : public Transport {
   Status QuietPeer(int pe);
   Status StartQuiet(int pe, uint64_t* seq);
   bool InSegment(uint64_t off, uint64_t len) const { return off <= bytes_ && len <= bytes_ - off; }
-  void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old = nullptr);
+  void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value);
   // Writes a put-with-signal's bytes here, then applies its signal.
   void ApplyPut(const PutSignalHdr& h, const void* data, size_t len);
   void Lost(int pe);
@@ -333,7 +324,7 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
     ucp_am_recv_callback_t cb;
   } handlers[] = {{kAmSignal, Incoming<OnSignal>},       {kAmPutSignal, Incoming<OnPutSignal>},
                   {kAmQuietReq, Incoming<OnQuietReq>},   {kAmQuietAck, Incoming<OnQuietAck>},
-                  {kAmFetch, Incoming<OnFetch>},         {kAmFetchReply, Incoming<OnFetchReply>},
+                  {kAmFetchReply, Incoming<OnFetchReply>},
                   {kAmLeave, Incoming<OnLeave>},         {kAmGet, Incoming<OnGet>},
                   {kAmGetReply, Incoming<OnGetReply>},   {kAmAmo, Incoming<OnAmo>}};
   for (const auto& h : handlers) {
@@ -633,17 +624,6 @@ Status Ucx::SendPutSignal(int pe, size_t off, const void* src, size_t bytes, siz
   return Status::OK();
 }
 
-Status Ucx::FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
-  std::lock_guard<std::mutex> lk(fetch_mu_);
-  uint64_t seq = fetch_seq_.fetch_add(1) + 1;
-  FetchHdr h{rank_, seq, off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
-  HPSHMEM_RETURN_IF_ERROR(Send(pe, kAmFetch, &h, sizeof h, nullptr, 0, false, "atomic fetch"));
-  HPSHMEM_RETURN_IF_ERROR(
-      WaitFor([&] { return fetch_done_.load(std::memory_order_acquire) >= seq; }, pe, "atomic fetch"));
-  *old = fetch_old_.load(std::memory_order_acquire);
-  return Status::OK();
-}
-
 Status Ucx::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) {
   // A round trip even without a result: the caller may rely on the update
   // being applied (a lock handed over) when this returns.
@@ -658,7 +638,7 @@ Status Ucx::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, in
 
 // ---------------------------------------------------------------- arrivals
 
-void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, int64_t* old) {
+void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value) {
   auto t = static_cast<SignalType>(type);
   size_t w = static_cast<size_t>(type);
   if ((t != SignalType::kInt32 && t != SignalType::kInt64) || !InSegment(off, w) || off % w || op > 1) {
@@ -666,8 +646,7 @@ void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value, 
             type, op);
     return;
   }
-  int64_t o = ApplyAtomic(base_ + off, t, static_cast<SignalOp>(op), value);
-  if (old) *old = o;
+  ApplyAtomic(base_ + off, t, static_cast<SignalOp>(op), value);
   Notify(DoorbellFor(base_, off));
 }
 
@@ -773,19 +752,6 @@ ucs_status_t Ucx::OnQuietAck(void* arg, const void* hdr, size_t hlen, void*, siz
   uint64_t cur = acked.load();
   while (cur < h.seq && !acked.compare_exchange_weak(cur, h.seq)) {
   }
-  return UCS_OK;
-}
-
-ucs_status_t Ucx::OnFetch(void* arg, const void* hdr, size_t hlen, void*, size_t, const ucp_am_recv_param_t*) {
-  auto* self = static_cast<Ucx*>(arg);
-  FetchHdr h;
-  if (hlen != sizeof h) return UCS_OK;
-  std::memcpy(&h, hdr, sizeof h);
-  if (h.from < 0 || h.from >= self->nranks_) return UCS_OK;
-  int64_t old = 0;
-  self->ApplyAndNotify(h.off, h.type, h.op, h.value, &old);
-  self->fetch_slot_[h.from] = FetchReplyHdr{h.seq, old};
-  self->Reply(h.from, kAmFetchReply, &self->fetch_slot_[h.from], sizeof(FetchReplyHdr));
   return UCS_OK;
 }
 

@@ -116,18 +116,6 @@ void FutexWaitUs(uint32_t* addr, uint32_t expected, int64_t max_us) {
 
 void FutexWakeAll(uint32_t* addr) { syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
-int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
-  CrossProcessRelease();
-  if (type == SignalType::kInt32) {
-    std::atomic_ref<int32_t> w(*static_cast<int32_t*>(word));
-    auto v = static_cast<int32_t>(value);
-    return op == SignalOp::kSet ? w.exchange(v, std::memory_order_seq_cst) : w.fetch_add(v, std::memory_order_seq_cst);
-  }
-  std::atomic_ref<int64_t> w(*static_cast<int64_t*>(word));
-  return op == SignalOp::kSet ? w.exchange(value, std::memory_order_seq_cst)
-                              : w.fetch_add(value, std::memory_order_seq_cst);
-}
-
 namespace {
 template <class T>
 int64_t ApplyAmoAs(T* word, AmoOp op, T v, T cmp) {
@@ -160,6 +148,10 @@ int64_t ApplyAmo(void* word, SignalType type, AmoOp op, int64_t value, int64_t c
   }
   CrossProcessAcquire();
   return old;
+}
+
+int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
+  return ApplyAmo(word, type, op == SignalOp::kSet ? AmoOp::kSwap : AmoOp::kAdd, value, 0);
 }
 
 int64_t LoadSignal(const void* p, SignalType t) {

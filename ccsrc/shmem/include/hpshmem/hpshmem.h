@@ -351,11 +351,9 @@ struct DirectMap {
   uint8_t* const* peer_sym = nullptr;  // [nranks]
   int nranks = 0;
 };
+// Stores through it must wake the peer's waiters as PutMem does (wait.h:
+// PublishStores, then Notify on the peer's data doorbell).
 Status GetDirectMap(DirectMap* out);
-// After plain stores of `bytes` bytes into rank pe's range through DirectMap:
-// publishes them and wakes pe's sleeping waiters, as PutMem does. After an
-// atomic read-modify-write (already a full fence) pass bytes = 0.
-void WakeAfterStores(int pe, size_t bytes);
 
 // Reads a local signal word atomically.
 Status SignalFetch(const void* sig, SignalType type, int64_t* out);
