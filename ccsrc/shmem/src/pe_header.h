@@ -37,6 +37,17 @@ struct AllocRecord {
 
 constexpr int kBarrierRounds = 32;  // dissemination rounds: enough for 2^32 ranks
 
+// After the header: the allocator records, two per rank (indexed by seq % 2),
+// at kAllocRecordsOffset + (rank * 2 + seq % 2) * sizeof(AllocRecord); then,
+// at the end of the header region, the collective workspace (hpshmem.h).
+constexpr size_t kAllocRecordsOffset = 4096;
+// The symmetric range (collective workspace, then the user heap) starts this
+// far into every segment.
+constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
+// Allocator records of every rank must fit between the header and the workspace.
+constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
+constexpr int kLostWords = (kMaxRanks + 63) / 64;
+
 // A futex word bumped by whoever changes a word a waiter of this rank
 // watches, when `sleepers` says someone sleeps. See wait.h for the protocol.
 struct Doorbell {
@@ -69,15 +80,14 @@ struct alignas(64) PeHeader {
   // instead of log2(n) in a row, which matters when ranks outnumber cores.
   alignas(64) uint64_t central_arrived;
   alignas(64) uint64_t central_released;
+  // The ranks this rank has seen exit or die, one bit each, set by this rank
+  // only. A rank of its host that sees it leave takes them as lost too: the
+  // loss of a rank on another host reaches each rank through its own
+  // connection, at its own pace, and a peer that gave up because of it must
+  // not be reported as the cause in its place.
+  alignas(64) uint64_t lost[kLostWords];
 };
 
-// After the header: the allocator records, two per rank (indexed by seq % 2),
-// at kAllocRecordsOffset + (rank * 2 + seq % 2) * sizeof(AllocRecord); then,
-// at the end of the header region, the collective workspace (hpshmem.h).
-constexpr size_t kAllocRecordsOffset = 4096;
-// The symmetric range (collective workspace, then the user heap) starts this
-// far into every segment.
-constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
 static_assert(sizeof(PeHeader) <= kAllocRecordsOffset, "header too large");
 
 inline size_t AllocRecordOffset(int rank, uint64_t seq) {

@@ -23,8 +23,26 @@ std::atomic<Runtime*> g_rt{nullptr};
 
 // Marks every rank of `pes` lost before waking anyone: a waiter woken by the
 // first would otherwise name only it when several died together.
-void OnPeersLost(Runtime* rt, const std::vector<int>& pes) {
+void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
   if (rt->finalizing.load()) return;
+  std::vector<int> pes = reported;
+  // A rank of this host that left may have seen ranks fail that this one
+  // has not noticed yet (see PeHeader::lost): take its word for them.
+  for (int pe : reported) {
+    const uint8_t* seg = pe == rt->rank ? nullptr : rt->shm->Segment(pe);
+    if (!seg) continue;
+    auto* h = const_cast<PeHeader*>(reinterpret_cast<const PeHeader*>(seg));
+    for (int w = 0; w * 64 < rt->nranks; ++w) {
+      uint64_t bits = std::atomic_ref<uint64_t>(h->lost[w]).load(std::memory_order_acquire);
+      for (; bits; bits &= bits - 1) {
+        int r = w * 64 + __builtin_ctzll(bits);
+        if (r < rt->nranks && r != rt->rank) pes.push_back(r);
+      }
+    }
+  }
+  PeHeader* mine = rt->header();
+  for (int pe : pes)
+    std::atomic_ref<uint64_t>(mine->lost[pe / 64]).fetch_or(uint64_t{1} << (pe % 64), std::memory_order_release);
   bool any = false;
   for (int pe : pes) {
     uint8_t expect = static_cast<uint8_t>(PeerState::kAlive);

@@ -31,8 +31,6 @@ namespace hpshmem {
 enum class PeerState : uint8_t { kAlive = 0, kLost = 1 };
 
 static_assert(kAllocRecordsOffset < kSymOffset, "the workspace overlaps the header");
-// Allocator records of every rank must fit between the header and the workspace.
-constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
 
 // One team (hpshmem.h, "teams"). `member[r]` is nonzero for the global ranks
 // in it: a wait on the team's words fails only for the loss of one of those.
