@@ -261,7 +261,8 @@ int CallsInside() {
 // Dekker with Finalize (all seq_cst): a call marks itself inside, then looks
 // at the runtime; Finalize marks it closing, then looks at the marks. Either
 // the call sees `closing` and backs off, or Finalize sees the call and waits.
-CallScope::CallScope() {
+namespace {
+void EnterCall() {
   CallSlot& slot = MySlot();
   if (slot.depth++ == 0) {
     if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
@@ -271,14 +272,23 @@ CallScope::CallScope() {
       slot.inside.exchange(1, std::memory_order_seq_cst);
     }
   }
+}
+void LeaveCall() {
+  CallSlot& slot = MySlot();
+  if (--slot.depth == 0) slot.inside.store(0, std::memory_order_release);
+}
+}  // namespace
+
+CallScope::CallScope() {
+  EnterCall();
   Runtime* rt = g_rt.load(std::memory_order_seq_cst);
   if (rt && !rt->closing.load(std::memory_order_seq_cst)) rt_ = rt;
 }
 
-CallScope::~CallScope() {
-  CallSlot& slot = MySlot();
-  if (--slot.depth == 0) slot.inside.store(0, std::memory_order_release);
-}
+CallScope::~CallScope() { LeaveCall(); }
+
+CallHold::CallHold() { EnterCall(); }
+CallHold::~CallHold() { LeaveCall(); }
 
 std::mutex& LifecycleMutex() {
   static std::mutex mu;

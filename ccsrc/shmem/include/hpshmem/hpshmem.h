@@ -185,7 +185,23 @@ struct TeamView {
   int64_t hash = 0;              // of the member list: equal on every member, differs between teams
 };
 // Errors: kNotInitialized; kInvalidArgument for an id that names no live team.
+// The view's arrays, like the workspace, live until Finalize: code that uses
+// them across several calls holds a CallHold meanwhile.
 Status GetTeam(int team, TeamView* out);
+
+// While one lives on any thread, Finalize (on another thread) does not
+// release the runtime: it wakes the waits in progress, which fail with
+// kNotInitialized, as do calls begun after it started, and waits for every
+// hold to end. For code that makes several calls and uses what they handed
+// out (a TeamView, the workspace, Ptr addresses) in between. Costs a store
+// each way; nests with itself and with the library's own calls.
+class CallHold {
+ public:
+  CallHold();
+  ~CallHold();
+  CallHold(const CallHold&) = delete;
+  CallHold& operator=(const CallHold&) = delete;
+};
 
 // Collective over the n members only (ranks not in `pes` take no part and
 // never block): creates the team of the distinct global ranks pes[0..n), this

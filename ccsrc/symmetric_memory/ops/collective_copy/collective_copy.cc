@@ -22,6 +22,9 @@ constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the targe
 // member p's copy of one of this rank's layout words (a team's words may sit
 // at a different workspace offset on each member; the world's never do).
 struct Job {
+  // The team's arrays and the workspace below belong to the runtime: a
+  // Finalize on another thread must not release them under this call.
+  CallHold hold;
   CollectiveLayout L;
   CollectiveCounters* c = nullptr;
   int me = 0, w = 0, team = kTeamWorld;
