@@ -86,6 +86,68 @@ TEST(Amo, EveryOpFromEveryRankInt32_3Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// AmoNbi: every op without a result from every rank, to every rank, with
+// no wait for each; a signal sent after them is seen only with them applied,
+// and Quiet plus a barrier completes the rest.
+TEST(Amo, NonBlockingOpsApplyInOrderBeforeALaterSignal4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(8, sizeof(int64_t), &p));
+    auto* w = static_cast<int64_t*>(p);
+    auto* w32 = reinterpret_cast<int32_t*>(w + 6);
+    RCHECK_OK(hpshmem::Barrier());
+    const int iters = 300;
+    for (int k = 1; k < n; ++k) {
+      int to = (rank + k) % n;
+      for (int i = 0; i < iters; ++i) RCHECK_OK(hpshmem::AmoNbi(w, SignalType::kInt64, AmoOp::kAdd, rank + 1, to));
+      RCHECK_OK(hpshmem::AmoNbi(w + 1, SignalType::kInt64, AmoOp::kOr, int64_t{1} << (rank + 8), to));
+      RCHECK_OK(hpshmem::AmoNbi(w + 2, SignalType::kInt64, AmoOp::kXor, int64_t{5} << (3 * rank), to));
+      RCHECK_OK(hpshmem::AmoNbi(w32, SignalType::kInt32, AmoOp::kAdd, -7, to));
+      // The signal rides behind them: whoever counts n - 1 signals sees every update.
+      RCHECK_OK(hpshmem::Signal(w + 3, SignalType::kInt64, 1, hpshmem::SignalOp::kAdd, to));
+    }
+    RCHECK_OK(hpshmem::SignalWaitUntil(w + 3, SignalType::kInt64, hpshmem::Cmp::kEq, n - 1, nullptr));
+    int64_t add = 0, bits = 0, x = 0;
+    for (int f = 0; f < n; ++f) {
+      if (f == rank) continue;
+      add += int64_t{iters} * (f + 1);
+      bits |= int64_t{1} << (f + 8);
+      x ^= int64_t{5} << (3 * f);
+    }
+    RCHECK(w[0] == add, "ADD " + std::to_string(w[0]) + " != " + std::to_string(add));
+    RCHECK(w[1] == bits && w[2] == x, "OR/XOR");
+    RCHECK(*w32 == -7 * (n - 1), "32-bit ADD " + std::to_string(*w32));
+    RCHECK_OK(hpshmem::Barrier());
+    // SET and AND, completed by Quiet and a barrier only.
+    int to = (rank + 1) % n;
+    RCHECK_OK(hpshmem::AmoNbi(w + 4, SignalType::kInt64, AmoOp::kSet, 1000 + rank, to));
+    RCHECK_OK(hpshmem::AmoNbi(w + 1, SignalType::kInt64, AmoOp::kAnd, 0x500, to));
+    RCHECK_OK(hpshmem::Quiet());
+    RCHECK_OK(hpshmem::Barrier());
+    int from = (rank + n - 1) % n;
+    RCHECK(w[4] == 1000 + from && w[1] == (bits & 0x500), "SET/AND after quiet");
+    RCHECK(w[5] == 0 && w32[1] == 0, "a neighbour word changed");
+    // Ops with a result, and the usual bad calls, are refused before anything is sent.
+    for (AmoOp op : {AmoOp::kSwap, AmoOp::kCompareSwap, AmoOp::kFetch, static_cast<AmoOp>(-1)}) {
+      hpshmem::Status s = hpshmem::AmoNbi(w + 5, SignalType::kInt64, op, 9, to);
+      RCHECK(s.code() == Code::kInvalidArgument && s.message().find("without a result") != std::string::npos,
+             s.ToString());
+    }
+    int64_t local = 0;
+    RCHECK(hpshmem::AmoNbi(&local, SignalType::kInt64, AmoOp::kAdd, 1, to).code() == Code::kInvalidArgument,
+           "a word outside the heap");
+    RCHECK(hpshmem::AmoNbi(w + 5, SignalType::kInt64, AmoOp::kAdd, 1, n).code() == Code::kInvalidArgument,
+           "a rank out of range");
+    RCHECK(hpshmem::AmoNbi(reinterpret_cast<char*>(w + 5) + 4, SignalType::kInt64, AmoOp::kAdd, 1, to).code() ==
+               Code::kTypeError,
+           "a misaligned word");
+    RCHECK_OK(hpshmem::Quiet());
+    RCHECK_OK(hpshmem::Barrier());
+    RCHECK(w[5] == 0 && local == 0, "a refused call wrote");
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 TEST(Amo, BadCallsFailBeforeTouchingAnything) {
   auto r = RunJob(2, [](int rank, int n) {
     void* p;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -7,7 +8,10 @@
 #include "multirank.h"
 #include "ops/ops.h"
 
+using hpshmem::Cmp;
 using hpshmem::Code;
+using hpshmem::SignalOp;
+using hpshmem::SignalType;
 using hptest::JobOptions;
 using hptest::RunJob;
 
@@ -194,5 +198,78 @@ TEST(Rma, StreamingSizedCopiesAtOddOffsets) {
     }
     RCHECK_OK(hpshmem::Free(buf));
   }, opt);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// PutMemNbi: the source is reusable on return (overwritten at once here),
+// puts to one rank land in order (the second of two to the same bytes wins),
+// a signal sent after them is seen only with them, and Quiet plus a barrier
+// completes the rest. Sizes around and past the transport's message piece.
+TEST(Rma, NonBlockingPutsLandInOrderBeforeALaterSignal4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    const size_t sizes[] = {0, 1, 13, 4099, 65537, (1 << 18) + 3};
+    const size_t slot = (1 << 18) + 64;
+    const size_t nsizes = sizeof sizes / sizeof sizes[0];
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(slot * nsizes * n + 64, &buf));
+    auto* base = static_cast<unsigned char*>(buf);
+    std::memset(base, kPoison, slot * nsizes * n);
+    auto* sig = reinterpret_cast<int64_t*>(base + slot * nsizes * n);
+    *sig = 0;
+    RCHECK_OK(hpshmem::Barrier());
+    // Slot (i, from): where rank `from` puts its piece of size i.
+    auto at = [&](size_t i, int from) { return base + (i * n + from) * slot; };
+    std::vector<unsigned char> src(slot);
+    for (int k = 1; k < n; ++k) {
+      int to = (rank + k) % n;
+      for (size_t i = 0; i < nsizes; ++i) {
+        auto first = Pattern(rank, sizes[i], 100 + to);
+        std::copy(first.begin(), first.end(), src.begin());
+        RCHECK_OK(hpshmem::PutMemNbi(at(i, rank), src.data(), sizes[i], to));
+        std::memset(src.data(), 0x5A, sizes[i]);  // reused at once: the put must not see this
+        auto second = Pattern(rank, sizes[i], to);
+        std::copy(second.begin(), second.end(), src.begin());
+        RCHECK_OK(hpshmem::PutMemNbi(at(i, rank), src.data(), sizes[i], to));
+        std::memset(src.data(), 0x5A, sizes[i]);
+      }
+      // No quiet: the signal travels behind the puts.
+      RCHECK_OK(hpshmem::Signal(sig, SignalType::kInt64, 1, SignalOp::kAdd, to));
+    }
+    RCHECK_OK(hpshmem::SignalWaitUntil(sig, SignalType::kInt64, Cmp::kEq, n - 1, nullptr));
+    for (int from = 0; from < n; ++from) {
+      if (from == rank) continue;
+      for (size_t i = 0; i < nsizes; ++i) {
+        auto want = Pattern(from, sizes[i], rank);
+        unsigned char* got = at(i, from);
+        RCHECK(want.empty() || std::memcmp(got, want.data(), want.size()) == 0,
+               "put of " + std::to_string(sizes[i]) + " B from rank " + std::to_string(from));
+        for (size_t b = sizes[i]; b < slot; ++b)
+          RCHECK(got[b] == kPoison, "written past the end, size " + std::to_string(sizes[i]));
+      }
+    }
+    // Without a signal: Quiet, then a barrier, completes them.
+    RCHECK_OK(hpshmem::Barrier());
+    int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    auto data = Pattern(rank, 1009, 7);
+    for (size_t b = 0; b < data.size(); ++b) RCHECK_OK(hpshmem::PutMemNbi(at(0, rank) + b, &data[b], 1, to));
+    RCHECK_OK(hpshmem::Quiet());
+    RCHECK_OK(hpshmem::Barrier());
+    auto want = Pattern(from, 1009, 7);
+    RCHECK(std::memcmp(at(0, from), want.data(), want.size()) == 0, "byte-wise puts after quiet");
+    // Bad calls fail before sending anything.
+    int stack[4];
+    hpshmem::Status s = hpshmem::PutMemNbi(stack, data.data(), sizeof stack, to);
+    RCHECK(s.code() == Code::kInvalidArgument && s.message().find("PutMemNbi") != std::string::npos, s.ToString());
+    s = hpshmem::PutMemNbi(at(1, rank), nullptr, 16, to);
+    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+    s = hpshmem::PutMemNbi(at(1, rank), data.data(), 16, n);
+    RCHECK(s.code() == Code::kInvalidArgument && s.message().find("out of range") != std::string::npos, s.ToString());
+    RCHECK_OK(hpshmem::Quiet());
+    RCHECK_OK(hpshmem::Barrier());
+    // The 1-byte piece `from` put earlier is all there is in that slot.
+    RCHECK(at(1, from)[0] == Pattern(from, 1, rank)[0], "the 1-byte put");
+    for (size_t b = 1; b < slot; ++b) RCHECK(at(1, from)[b] == kPoison, "a refused put wrote byte " + std::to_string(b));
+    RCHECK_OK(hpshmem::Free(buf));
+  });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }

@@ -158,6 +158,30 @@ int main(void) {
   memset(local, 0, sizeof local);
   shmem_getmem(local, big, sizeof big, from);
   CHECK(same(local, sizeof local, 4, (from + n - 1) % n), "getmem 1 MiB");
+
+  /* Message passing: put, fence, flag. A PE that sees the flag sees the data, though the source
+     was rewritten right after each put returned (on another host a put returns before it lands). */
+  static long ring[257], flag;
+  long v[257];
+  shmem_barrier_all();
+  for (long round = 1; round <= 20; round++) {
+    for (int i = 0; i < 257; i++) v[i] = round * 1000 + i + me;
+    if (round % 2) shmem_long_put(ring, v, 257, to);
+    else
+      for (int i = 0; i < 257; i++) shmem_long_p(&ring[i], v[i], to);
+    for (int i = 0; i < 257; i++) v[i] = -1;
+    shmem_fence();
+    shmem_long_p(&flag, round, to);
+    shmem_long_wait_until(&flag, SHMEM_CMP_GE, round);
+    for (int i = 0; i < 257; i++) CHECK(ring[i] == round * 1000 + i + from, "round %ld element %d", round, i);
+    shmem_barrier_all(); /* the next round overwrites ring */
+  }
+  /* quiet completes a stream of puts without any flag */
+  for (int i = 0; i < 257; i++) shmem_long_p(&ring[i], -(i + me), to);
+  shmem_quiet();
+  shmem_barrier_all();
+  for (int i = 0; i < 257; i++) CHECK(ring[i] == -(i + from), "p stream element %d", i);
+
   shmem_free(sig);
   osh_done("rma");
   return 0;

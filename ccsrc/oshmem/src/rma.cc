@@ -40,6 +40,9 @@ void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe
       return;
     }
   }
+  // To another host a put returns once `src` may be reused, as OpenSHMEM
+  // asks; fence orders it, quiet and barriers complete it.
+  if (Remote(g)) return Check(PutMemNbi(d, src, bytes, g), fn);
   Check(ops::PutMem(d, src, bytes, g), fn);
 }
 
@@ -65,7 +68,7 @@ void IPut(shmem_ctx_t ctx, void* dest, const void* src, ptrdiff_t dst, ptrdiff_t
   int g = GlobalPe(ctx, pe, fn);
   auto* d = static_cast<char*>(Sym(dest));
   auto* s = static_cast<const char*>(src);
-  if (dst == 1 && sst == 1) return Check(ops::PutMem(d, s, n * elem, g), fn);
+  if (dst == 1 && sst == 1) return PutBytes(ctx, d, s, n * elem, pe, fn);
   // Validate the whole span before the first store.
   ptrdiff_t span = (static_cast<ptrdiff_t>(n) - 1) * dst;
   char* lo = d + (span < 0 ? span * static_cast<ptrdiff_t>(elem) : 0);
@@ -76,10 +79,11 @@ void IPut(shmem_ctx_t ctx, void* dest, const void* src, ptrdiff_t dst, ptrdiff_t
       std::memcpy(peer + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
                   s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem);
   } else {
-    for (size_t i = 0; i + 1 < n; ++i)
-      Check(ops::PutMem(d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
-                        s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem, g),
+    for (size_t i = 0; i < n; ++i)
+      Check(PutMemNbi(d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
+                      s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem, g),
             fn);
+    return;
   }
   size_t i = n - 1;
   Check(ops::PutMem(d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
@@ -173,6 +177,18 @@ T AmoT(shmem_ctx_t ctx, const T* target, AmoOp op, T value, T compare, int pe, c
   int64_t old = 0;
   Check(Amo(t, w, op, Bits(value), Bits(compare), g, &old), fn);
   return FromBits<T>(old);
+}
+
+// A non-fetching atomic: to another host it returns before it is applied
+// (quiet completes it), as OpenSHMEM allows.
+template <class T>
+void AmoPost(shmem_ctx_t ctx, T* target, AmoOp op, T value, int pe, const char* fn) {
+  int g = GlobalPe(ctx, pe, fn);
+  if (!Remote(g)) {
+    AmoT<T>(ctx, target, op, value, static_cast<T>(0), pe, fn);
+    return;
+  }
+  Check(AmoNbi(Sym(target), sizeof(T) == 4 ? SignalType::kInt32 : SignalType::kInt64, op, Bits(value), g), fn);
 }
 
 // ---------------------------------------------------------------- point-to-point synchronization
@@ -439,7 +455,7 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
   }                                                                                                             \
   T shmem_##N##_atomic_fetch(const T* s, int pe) { return shmem_ctx_##N##_atomic_fetch(D(), s, pe); }           \
   void shmem_ctx_##N##_atomic_set(shmem_ctx_t c, T* d, T v, int pe) {                                           \
-    AmoT<T>(c, d, AmoOp::kSet, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_set");                                          \
+    AmoPost<T>(c, d, AmoOp::kSet, v, pe, "shmem_" #N "_atomic_set");                                          \
   }                                                                                                             \
   void shmem_##N##_atomic_set(T* d, T v, int pe) { shmem_ctx_##N##_atomic_set(D(), d, v, pe); }                 \
   T shmem_ctx_##N##_atomic_swap(shmem_ctx_t c, T* d, T v, int pe) {                                             \
@@ -468,7 +484,7 @@ HPSHMEM_EXTENDED_AMO_TYPES(HP_AMO_EXT)
   }                                                                                                             \
   T shmem_##N##_atomic_fetch_add(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_fetch_add(D(), d, v, pe); } \
   void shmem_ctx_##N##_atomic_add(shmem_ctx_t c, T* d, T v, int pe) {                                           \
-    AmoT<T>(c, d, AmoOp::kAdd, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_add");                                          \
+    AmoPost<T>(c, d, AmoOp::kAdd, v, pe, "shmem_" #N "_atomic_add");                                          \
   }                                                                                                             \
   void shmem_##N##_atomic_add(T* d, T v, int pe) { shmem_ctx_##N##_atomic_add(D(), d, v, pe); }                 \
   T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t c, T* d, int pe) {                                             \
@@ -476,7 +492,7 @@ HPSHMEM_EXTENDED_AMO_TYPES(HP_AMO_EXT)
   }                                                                                                             \
   T shmem_##N##_atomic_fetch_inc(T* d, int pe) { return shmem_ctx_##N##_atomic_fetch_inc(D(), d, pe); }         \
   void shmem_ctx_##N##_atomic_inc(shmem_ctx_t c, T* d, int pe) {                                                \
-    AmoT<T>(c, d, AmoOp::kAdd, static_cast<T>(1), static_cast<T>(0), pe, "shmem_" #N "_atomic_inc");                                       \
+    AmoPost<T>(c, d, AmoOp::kAdd, static_cast<T>(1), pe, "shmem_" #N "_atomic_inc");                                       \
   }                                                                                                             \
   void shmem_##N##_atomic_inc(T* d, int pe) { shmem_ctx_##N##_atomic_inc(D(), d, pe); }                         \
   void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t c, T* f, T* d, T cond, T v, int pe) {                \
@@ -501,7 +517,7 @@ HPSHMEM_AMO_TYPES(HP_AMO_STD)
   }                                                                                                             \
   T shmem_##N##_atomic_fetch_##OP(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_fetch_##OP(D(), d, v, pe); } \
   void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t c, T* d, T v, int pe) {                                          \
-    AmoT<T>(c, d, AmoOp::K, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_" #OP);                                            \
+    AmoPost<T>(c, d, AmoOp::K, v, pe, "shmem_" #N "_atomic_" #OP);                                            \
   }                                                                                                             \
   void shmem_##N##_atomic_##OP(T* d, T v, int pe) { shmem_ctx_##N##_atomic_##OP(D(), d, v, pe); }               \
   void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t c, T* f, T* d, T v, int pe) {                        \

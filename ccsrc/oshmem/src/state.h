@@ -83,6 +83,14 @@ inline uint8_t* Direct(const void* sym, size_t bytes, int pe) {
   return peer + off;
 }
 
+// Whether rank pe is a rank of the job whose memory is not mapped here (it
+// is on another host); false for a rank out of range (the runtime's checks
+// report that).
+inline bool Remote(int pe) {
+  const State& s = S();
+  return static_cast<unsigned>(pe) < static_cast<unsigned>(s.dm.nranks) && s.dm.peer_sym[pe] == nullptr;
+}
+
 // After plain stores of at most kDirectCopyMax bytes to mapped rank pe:
 // PublishStores and Notify, inline (they cost more than the copy as calls).
 inline void WakeDirect(int pe) {

@@ -16,6 +16,18 @@ Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
   return rt->route[pe]->Put(pe, kSymOffset + off, src, bytes);
 }
 
+Status PutMemNbi(void* dest, const void* src, size_t bytes, int pe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("PutMemNbi");
+  size_t off;
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMemNbi"));
+  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, dest, bytes, "PutMemNbi dest", &off));
+  if (bytes && !src) return Status::InvalidArgument("PutMemNbi: src is null");
+  if (!bytes) return Status::OK();
+  return rt->route[pe]->PutNbi(pe, kSymOffset + off, src, bytes);
+}
+
 Status GetMem(void* dest, const void* src, size_t bytes, int pe) {
   CallScope call;
   Runtime* rt = call.rt();
@@ -30,8 +42,9 @@ Status GetMem(void* dest, const void* src, size_t bytes, int pe) {
 
 Status Fence() {
   // Shared memory: streaming stores are weakly ordered. UCX: every verb to a
-  // peer is issued in order on its one endpoint and puts complete before
-  // they return, so a local fence is all that is left to order.
+  // peer is a message on its one endpoint, applied in order there (under
+  // UCX RMA puts complete before they return), so a local fence is all that
+  // is left to order.
   StoreFence();
   return Status::OK();
 }

@@ -96,6 +96,19 @@ Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t comp
   return rt->route[pe]->Amo(pe, kSymOffset + off, width, op, value, compare, old);
 }
 
+Status AmoNbi(void* target, SignalType width, AmoOp op, int64_t value, int pe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt) return NotInit("AmoNbi");
+  size_t off;
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "AmoNbi"));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, target, width, "AmoNbi", &off));
+  if (static_cast<int>(op) < 0 || op > AmoOp::kXor)
+    return Status::InvalidArgument("AmoNbi: op " + std::to_string(static_cast<int>(op)) +
+                                   " is not one without a result (SET, ADD, AND, OR, XOR)");
+  return rt->route[pe]->AmoNbi(pe, kSymOffset + off, width, op, value);
+}
+
 Status WaitUntil(const std::function<bool()>& ready, const std::function<std::string()>& describe) {
   CallScope call;
   Runtime* rt = call.rt();

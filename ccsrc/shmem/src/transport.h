@@ -29,6 +29,9 @@ class Transport {
   // Blocking: on return the bytes are in pe's segment, ordered after every
   // earlier verb of this process to pe.
   virtual Status Put(int pe, size_t off, const void* src, size_t bytes) = 0;
+  // Put that returns once `src` may be reused, ordered like Put; Quiet
+  // completes it. A transport whose puts complete at once has only Put.
+  virtual Status PutNbi(int pe, size_t off, const void* src, size_t bytes) { return Put(pe, off, src, bytes); }
   // Blocking: on return the bytes are in `dst`, and reflect every earlier
   // verb of this process to pe.
   virtual Status Get(int pe, void* dst, size_t off, size_t bytes) = 0;
@@ -63,6 +66,11 @@ class Transport {
   // wakes pe's waiters.
   virtual Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
                      int64_t* old) = 0;
+  // Amo without a result (SET, ADD, AND, OR, XOR) that may return before it
+  // is applied: ordered like Amo, completed by Quiet.
+  virtual Status AmoNbi(int pe, size_t off, SignalType type, AmoOp op, int64_t value) {
+    return Amo(pe, off, type, op, value, 0, nullptr);
+  }
   // Atomic fetch-and-SET (swap) or fetch-and-ADD on pe's word: the Amo of that op.
   Status FetchAtomic(int pe, size_t off, SignalType type, SignalOp op, int64_t value, int64_t* old) {
     return Amo(pe, off, type, op == SignalOp::kSet ? AmoOp::kSwap : AmoOp::kAdd, value, 0, old);

@@ -96,6 +96,8 @@ class Ucx final : public Transport {
   const char* name() const override { return "ucx"; }
   uint8_t* Segment(int) const override { return nullptr; }
   Status Put(int pe, size_t off, const void* src, size_t bytes) override;
+  Status PutNbi(int pe, size_t off, const void* src, size_t bytes) override;
+  Status AmoNbi(int pe, size_t off, SignalType type, AmoOp op, int64_t value) override;
   Status Get(int pe, void* dst, size_t off, size_t bytes) override;
   Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
   Status ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
@@ -551,6 +553,17 @@ Status Ucx::Put(int pe, size_t off, const void* src, size_t bytes) {
   return WaitEcho(pe, seq, "put");
 }
 
+Status Ucx::PutNbi(int pe, size_t off, const void* src, size_t bytes) {
+  // RMA would need a flush per endpoint in Quiet and before every later
+  // message to order it: there a put stays a completed one.
+  if (rma_) return RmaPut(pe, off, src, bytes);
+  // The messages of Put without its echo: sent in order behind everything
+  // before, and marked for the next Quiet to complete.
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0, 0, 0}, "put"));
+  dirty_[pe].store(1, std::memory_order_release);
+  return Status::OK();
+}
+
 Status Ucx::RmaPut(int pe, size_t off, const void* src, size_t bytes) {
   HPSHMEM_RETURN_IF_ERROR(QuietPeer(pe));  // messages sent earlier land first
   ucp_request_param_t p{};
@@ -634,6 +647,13 @@ Status Ucx::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, in
   HPSHMEM_RETURN_IF_ERROR(WaitFor([&] { return fetch_done_.load(std::memory_order_acquire) >= seq; }, pe, "atomic"));
   if (old) *old = fetch_old_.load(std::memory_order_acquire);
   return Status::OK();
+}
+
+Status Ucx::AmoNbi(int pe, size_t off, SignalType type, AmoOp op, int64_t value) {
+  // Sequence 0: pe applies it without a reply; Quiet's marker, behind it on
+  // the same endpoint, completes it.
+  AmoHdr h{rank_, 0, off, value, 0, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
+  return Send(pe, kAmAmo, &h, sizeof h, nullptr, 0, true, "atomic");
 }
 
 // ---------------------------------------------------------------- arrivals
@@ -772,6 +792,7 @@ ucs_status_t Ucx::OnAmo(void* arg, const void* hdr, size_t hlen, void*, size_t, 
     old = ApplyAmo(self->base_ + h.off, t, static_cast<AmoOp>(h.op), h.value, h.compare);
     if (static_cast<AmoOp>(h.op) != AmoOp::kFetch) Notify(DoorbellFor(self->base_, h.off));
   }
+  if (h.seq == 0) return UCS_OK;  // AmoNbi: nobody waits for an answer
   // Answered even when dropped, so that the sender does not wait out its timeout.
   self->fetch_slot_[h.from] = FetchReplyHdr{h.seq, old};
   self->Reply(h.from, kAmFetchReply, &self->fetch_slot_[h.from], sizeof(FetchReplyHdr));

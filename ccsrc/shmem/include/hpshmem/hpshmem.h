@@ -254,6 +254,14 @@ bool DirectlyReachable(int pe);
 // Errors: kNotInitialized, kInvalidArgument (pe, ranges).
 Status PutMem(void* dest, const void* src, size_t bytes, int pe);
 
+// PutMem that returns as soon as `src` may be reused (OpenSHMEM's put): to a
+// rank of this host that is at once; to another host the bytes are on their
+// way, ordered after this rank's earlier calls to pe and before its later
+// ones, and in pe's heap after the next Quiet or Barrier. A peer that dies
+// meanwhile makes that Quiet fail. Errors: as PutMem (checked before anything
+// is sent); kPeerDead.
+Status PutMemNbi(void* dest, const void* src, size_t bytes, int pe);
+
 // Copies `bytes` from symmetric `src` on rank `pe` into local `dest`.
 Status GetMem(void* dest, const void* src, size_t bytes, int pe);
 
@@ -296,6 +304,12 @@ enum class AmoOp : int { kSet, kAdd, kAnd, kOr, kXor, kSwap, kCompareSwap, kFetc
 // Errors: kNotInitialized, kInvalidArgument (pe, range, op), kTypeError
 // (misaligned), kPeerDead.
 Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old);
+// Amo of an op without a result (kSet, kAdd, kAnd, kOr, kXor) that may return
+// before it is applied (OpenSHMEM's non-fetching atomics): on this host it is
+// applied at once; to another host it is ordered after this rank's earlier
+// calls to pe and before its later ones, and applied by the next Quiet or
+// Barrier. Errors: as Amo (an op with a result is kInvalidArgument).
+Status AmoNbi(void* target, SignalType width, AmoOp op, int64_t value, int pe);
 
 // Checks the arguments of Signal without touching memory (same errors).
 Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp op, int pe);
