@@ -290,6 +290,13 @@ CallScope::~CallScope() { LeaveCall(); }
 CallHold::CallHold() { EnterCall(); }
 CallHold::~CallHold() { LeaveCall(); }
 
+namespace {
+thread_local int t_collective_depth = 0;
+}
+CollectiveScope::CollectiveScope() { ++t_collective_depth; }
+CollectiveScope::~CollectiveScope() { --t_collective_depth; }
+bool InCollective() { return t_collective_depth > 0; }
+
 std::mutex& LifecycleMutex() {
   static std::mutex mu;
   return mu;

@@ -17,6 +17,11 @@
 
 namespace hpshmem {
 
+// Whether this thread is inside a collective (hpshmem.h, CollectiveScope):
+// its signals and put-with-signals are then waited for by their receivers
+// themselves, and a transport need not make Quiet complete them.
+bool InCollective();
+
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -604,7 +604,7 @@ Status Ucx::RmaGet(int pe, void* dst, size_t off, size_t bytes) {
 
 Status Ucx::Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
   SignalHdr h{off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op)};
-  return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, true, "signal");
+  return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, !InCollective(), "signal");
 }
 
 Status Ucx::ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) {
@@ -633,7 +633,7 @@ Status Ucx::SendPutSignal(int pe, size_t off, const void* src, size_t bytes, siz
   PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, gate_off,
                     gate_value};
   HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, what));
-  dirty_[pe].store(1, std::memory_order_release);
+  if (!InCollective()) dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();
 }
 

@@ -203,6 +203,23 @@ class CallHold {
   CallHold& operator=(const CallHold&) = delete;
 };
 
+// For collectives built on this API: while one lives on a thread, the
+// Signal and PutMemSignal calls of that thread are the collective's own
+// protocol, whose receivers wait for them themselves (in that call or the
+// next), so Quiet (and the Quiet of every barrier) need not complete them. Across hosts that spares the next Quiet a round trip to every peer
+// the collective wrote to. Puts of the user's made before or after are
+// completed by Quiet as always. Also a CallHold.
+class CollectiveScope {
+ public:
+  CollectiveScope();
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+ private:
+  CallHold hold_;
+};
+
 // Collective over the n members only (ranks not in `pes` take no part and
 // never block): creates the team of the distinct global ranks pes[0..n), this
 // rank among them, and returns its id. Members that share teams must create

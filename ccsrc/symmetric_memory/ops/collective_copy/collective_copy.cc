@@ -23,8 +23,9 @@ constexpr size_t kGatedMax = 1 << 20;  // bytes per peer sent ahead of the targe
 // at a different workspace offset on each member; the world's never do).
 struct Job {
   // The team's arrays and the workspace below belong to the runtime: a
-  // Finalize on another thread must not release them under this call.
-  CallHold hold;
+  // Finalize on another thread must not release them under this call. Every
+  // signal of a collective is waited for by its receiver (CollectiveScope).
+  CollectiveScope scope;
   CollectiveLayout L;
   CollectiveCounters* c = nullptr;
   int me = 0, w = 0, team = kTeamWorld;
