@@ -414,3 +414,57 @@ TEST(Collective, AlltoallMismatchAcrossTheEagerSlotFailsThePair4Ranks) {
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
+
+// A collective's own signals are left out of Quiet (CollectiveScope), the
+// user's puts, signals and atomics around it are not: Quiet pays a round
+// trip to exactly the peers across hosts that the user wrote to, and after
+// it a peer told only out of band (the bootstrap, not the transport) finds
+// every byte and the update there.
+TEST(Collective, QuietAfterACollectiveCompletesTheUsersWritesOnly4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    auto round_trips = [] {
+      std::string st = hpshmem::DebugState();
+      size_t at = st.find("\"quiet_round_trips\": ");
+      RCHECK(at != std::string::npos, st);
+      return std::stoll(st.substr(at + 21));
+    };
+    const size_t bytes = (1 << 20) + 3, slot = bytes + 61;
+    void* buf;
+    RCHECK_OK(hpshmem::Calloc(1, slot + 64, &buf));
+    auto* data = static_cast<unsigned char*>(buf);
+    auto* counter = reinterpret_cast<int64_t*>(data + slot);
+    std::memset(data, 0xCD, slot);
+    void* out;
+    RCHECK_OK(hpshmem::Malloc(n * 8, &out));
+    RCHECK_OK(hpshmem::Barrier());
+    int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    const int64_t remote = hpshmem::DirectlyReachable(to) ? 0 : 1;  // round trips a write to `to` costs Quiet
+    for (int round = 1; round <= 3; ++round) {
+      int64_t mine = rank * 100 + round, q0 = round_trips();
+      RCHECK_OK(hpshmem::ops::Allgather(out, &mine, sizeof mine, false));
+      for (int p = 0; p < n; ++p) RCHECK(static_cast<int64_t*>(out)[p] == p * 100 + round, "allgather value");
+      RCHECK_OK(hpshmem::Quiet());
+      RCHECK(round_trips() == q0, "Quiet after a collective alone paid " + std::to_string(round_trips() - q0));
+      std::vector<unsigned char> src(bytes);
+      for (size_t i = 0; i < bytes; ++i) src[i] = Byte(rank, i, round) == 0xCD ? 1 : Byte(rank, i, round);
+      RCHECK_OK(hpshmem::PutMemNbi(data, src.data(), bytes, to));
+      RCHECK_OK(hpshmem::AmoNbi(counter, hpshmem::SignalType::kInt64, hpshmem::AmoOp::kAdd, rank + 1, to));
+      RCHECK_OK(hpshmem::ops::Allgather(out, &mine, sizeof mine, false));
+      RCHECK_OK(hpshmem::Quiet());
+      RCHECK(round_trips() == q0 + remote, "Quiet after the user's writes and a collective paid " +
+                                               std::to_string(round_trips() - q0) + ", not " + std::to_string(remote));
+      int64_t token = round, all[64];
+      RCHECK_OK(hpshmem::BootstrapAllgather(&token, sizeof token, all));
+      for (size_t i = 0; i < bytes; ++i) {
+        unsigned char want = Byte(from, i, round) == 0xCD ? 1 : Byte(from, i, round);
+        RCHECK(data[i] == want, "round " + std::to_string(round) + ": byte " + std::to_string(i) + " not there");
+      }
+      for (size_t i = bytes; i < slot; ++i) RCHECK(data[i] == 0xCD, "written past the end");
+      RCHECK(*counter == int64_t{round} * (from + 1), "the atomic: " + std::to_string(*counter));
+      RCHECK_OK(hpshmem::BootstrapAllgather(&token, sizeof token, all));  // nobody overwrites before all checked
+    }
+    RCHECK_OK(hpshmem::Free(out));
+    RCHECK_OK(hpshmem::Free(buf));
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}

@@ -90,7 +90,10 @@ std::string DebugState() {
       first_team = false;
     }
   }
-  o << "], \"lost_ranks\": [" << rt->LostRanks() << "]}";
+  // Round trips that Quiet (alone or in a barrier) paid to complete puts,
+  // signals and atomics on other hosts: one per peer that had any pending.
+  o << "], \"quiet_round_trips\": " << (rt->ucx ? rt->ucx->QuietRoundTrips() : 0);
+  o << ", \"lost_ranks\": [" << rt->LostRanks() << "]}";
   return o.str();
 }
 

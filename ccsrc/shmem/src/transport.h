@@ -82,6 +82,9 @@ class Transport {
   }
   // Completes every verb this process issued through this transport.
   virtual Status Quiet() = 0;
+  // How many completion round trips Quiet has paid so far (one per peer
+  // that had something to complete): for DebugState.
+  virtual uint64_t QuietRoundTrips() const { return 0; }
   // Gives the transport a chance to handle incoming work on the caller's
   // thread (waits call it while they spin). Cheap when there is none.
   virtual void Progress() {}

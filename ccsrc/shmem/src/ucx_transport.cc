@@ -95,6 +95,7 @@ class Ucx final : public Transport {
 
   const char* name() const override { return "ucx"; }
   uint8_t* Segment(int) const override { return nullptr; }
+  uint64_t QuietRoundTrips() const override { return quiet_round_trips_.load(std::memory_order_relaxed); }
   Status Put(int pe, size_t off, const void* src, size_t bytes) override;
   Status PutNbi(int pe, size_t off, const void* src, size_t bytes) override;
   Status AmoNbi(int pe, size_t off, SignalType type, AmoOp op, int64_t value) override;
@@ -212,6 +213,7 @@ class Ucx final : public Transport {
   std::vector<uint64_t> rbase_;  // each peer's segment address in its own process
   std::vector<EpArg> ep_args_;
   std::unique_ptr<std::atomic<uint8_t>[]> dirty_, failed_;
+  std::atomic<uint64_t> quiet_round_trips_{0};  // markers Quiet sent
   std::unique_ptr<std::atomic<uint64_t>[]> quiet_sent_, quiet_acked_;
   std::vector<QuietHdr> ack_slot_;            // echoes in flight, one per peer (their seqs only grow)
   std::mutex ep_mu_;                          // set-up: endpoint creation vs. echoes that arrive early
@@ -497,6 +499,7 @@ void Ucx::Reply(int pe, unsigned id, const void* hdr, size_t hlen, const void* d
 Status Ucx::StartQuiet(int pe, uint64_t* seq) {
   *seq = 0;
   if (!dirty_[pe].exchange(0, std::memory_order_acq_rel)) return Status::OK();
+  quiet_round_trips_.fetch_add(1, std::memory_order_relaxed);
   *seq = quiet_sent_[pe].fetch_add(1) + 1;
   QuietHdr h{rank_, *seq};
   return Send(pe, kAmQuietReq, &h, sizeof h, nullptr, 0, false, "quiet");
