@@ -5,7 +5,8 @@ put/get bandwidth, put+signal latency, p/g and atomics; collectives (the active-
 forms, which Open MPI 4.1's OpenSHMEM 1.4 also has) on 2 and 4 PEs.
 With --hosts 2 (in the default set), two PEs also run as two hosts: ours with
 `oshrun --hosts 2` (UCX over TCP on loopback between the simulated hosts), Open MPI's
-with UCX held to the same transport (UCX_TLS=tcp,self, UCX_NET_DEVICES=lo).
+with UCX held to the same transport (UCX_TLS=tcp,self, UCX_NET_DEVICES=lo) and its MPI layer,
+which carries its collectives, to TCP on loopback too (pml ob1, btl self,tcp).
 Writes bench-results/oshmem.json and prints a table (µs per call; GB/s for bandwidth).
 """
 
@@ -53,7 +54,8 @@ def run(impl: str, exe: str, np: int, hosts: int = 1) -> list[dict]:
         cmd = [OMPI_RUN, "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", str(np), exe]
         env = dict(os.environ, OMPI_MCA_spml="ucx")
         if hosts > 1:  # no shared memory between the PEs: TCP on loopback, as ours across hosts
-            env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo")
+            env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo", OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,tcp",
+                       OMPI_MCA_btl_tcp_if_include="lo")
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     out = []
     for line in r.stdout.splitlines():
