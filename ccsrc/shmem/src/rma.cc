@@ -4,28 +4,33 @@
 
 namespace hpshmem {
 
-Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
+namespace {
+
+// Validates a put to rank pe (named `fn` in errors, its destination
+// `dest_what`), then hands the transport the segment offset: `go(transport, offset)`.
+template <class Go>
+Status CheckedPut(const char* fn, const char* dest_what, void* dest, const void* src, size_t bytes, int pe, Go&& go) {
   CallScope call;
   Runtime* rt = call.rt();
-  if (!rt) return NotInit("PutMem");
+  if (!rt) return NotInit(fn);
   size_t off;
-  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMem"));
-  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, dest, bytes, "PutMem dest", &off));
-  if (bytes && !src) return Status::InvalidArgument("PutMem: src is null");
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, fn));
+  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, dest, bytes, dest_what, &off));
+  if (bytes && !src) return Status::InvalidArgument(std::string(fn) + ": src is null");
   if (!bytes) return Status::OK();
-  return rt->route[pe]->Put(pe, kSymOffset + off, src, bytes);
+  return go(rt->route[pe], kSymOffset + off);
+}
+
+}  // namespace
+
+Status PutMem(void* dest, const void* src, size_t bytes, int pe) {
+  return CheckedPut("PutMem", "PutMem dest", dest, src, bytes, pe,
+                    [&](Transport* t, size_t off) { return t->Put(pe, off, src, bytes); });
 }
 
 Status PutMemNbi(void* dest, const void* src, size_t bytes, int pe) {
-  CallScope call;
-  Runtime* rt = call.rt();
-  if (!rt) return NotInit("PutMemNbi");
-  size_t off;
-  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "PutMemNbi"));
-  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, dest, bytes, "PutMemNbi dest", &off));
-  if (bytes && !src) return Status::InvalidArgument("PutMemNbi: src is null");
-  if (!bytes) return Status::OK();
-  return rt->route[pe]->PutNbi(pe, kSymOffset + off, src, bytes);
+  return CheckedPut("PutMemNbi", "PutMemNbi dest", dest, src, bytes, pe,
+                    [&](Transport* t, size_t off) { return t->PutNbi(pe, off, src, bytes); });
 }
 
 Status GetMem(void* dest, const void* src, size_t bytes, int pe) {

@@ -84,29 +84,35 @@ Status AtomicFetch(void* sig, SignalType type, int64_t value, SignalOp op, int p
   return rt->route[pe]->FetchAtomic(pe, kSymOffset + off, type, op, value, old);
 }
 
-Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old) {
+namespace {
+
+// Validates an atomic on rank pe's word (named `fn` in errors; ops above
+// `last` refused with `ops_text`), then `go(transport, offset)`.
+template <class Go>
+Status CheckedAmo(const char* fn, void* target, SignalType width, AmoOp op, AmoOp last, const char* ops_text, int pe,
+                  Go&& go) {
   CallScope call;
   Runtime* rt = call.rt();
-  if (!rt) return NotInit("Amo");
+  if (!rt) return NotInit(fn);
   size_t off;
-  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "Amo"));
-  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, target, width, "Amo", &off));
-  if (static_cast<int>(op) < 0 || op > AmoOp::kFetch)
-    return Status::InvalidArgument("Amo: op " + std::to_string(static_cast<int>(op)) + " is unknown");
-  return rt->route[pe]->Amo(pe, kSymOffset + off, width, op, value, compare, old);
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, fn));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, target, width, fn, &off));
+  if (static_cast<int>(op) < 0 || op > last)
+    return Status::InvalidArgument(std::string(fn) + ": op " + std::to_string(static_cast<int>(op)) + ops_text);
+  return go(rt->route[pe], kSymOffset + off);
+}
+
+}  // namespace
+
+Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old) {
+  return CheckedAmo("Amo", target, width, op, AmoOp::kFetch, " is unknown", pe, [&](Transport* t, size_t off) {
+    return t->Amo(pe, off, width, op, value, compare, old);
+  });
 }
 
 Status AmoNbi(void* target, SignalType width, AmoOp op, int64_t value, int pe) {
-  CallScope call;
-  Runtime* rt = call.rt();
-  if (!rt) return NotInit("AmoNbi");
-  size_t off;
-  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "AmoNbi"));
-  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, target, width, "AmoNbi", &off));
-  if (static_cast<int>(op) < 0 || op > AmoOp::kXor)
-    return Status::InvalidArgument("AmoNbi: op " + std::to_string(static_cast<int>(op)) +
-                                   " is not one without a result (SET, ADD, AND, OR, XOR)");
-  return rt->route[pe]->AmoNbi(pe, kSymOffset + off, width, op, value);
+  return CheckedAmo("AmoNbi", target, width, op, AmoOp::kXor, " is not one without a result (SET, ADD, AND, OR, XOR)",
+                    pe, [&](Transport* t, size_t off) { return t->AmoNbi(pe, off, width, op, value); });
 }
 
 Status WaitUntil(const std::function<bool()>& ready, const std::function<std::string()>& describe) {
