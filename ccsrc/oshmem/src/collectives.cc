@@ -76,10 +76,7 @@ void Collect(shmem_team_t t, void* dest, const void* src, size_t bytes, const ch
   auto* d = static_cast<char*>(Sym(dest));
   for (int k = 0; k < n; ++k) {
     int p = (t->me + k) % n;
-    if (!bytes) continue;
-    // To another host the puts overlap; the barrier's quiet completes them.
-    if (Remote(t->pes[p])) Check(PutMemNbi(d + off, src, bytes, t->pes[p]), fn);
-    else Check(ops::PutMem(d + off, src, bytes, t->pes[p]), fn);
+    PutToPe(d + off, src, bytes, t->pes[p], fn);  // the barrier's quiet completes those to other hosts
   }
   Check(ops::TeamBarrier(t->id), fn);
 }

@@ -29,11 +29,13 @@ inline void Copy(void* d, const void* s, size_t n) {
   std::memcpy(d, s, n);
 }
 
-void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
-  int g = GlobalPe(ctx, pe, fn);
+}  // namespace
+
+namespace hpshmem::oshmem {
+
+void PutToPe(void* d, const void* src, size_t bytes, int g, const char* fn) {
   if (bytes == 0) return;  // no transfer: the pointers may be anything, even null
-  void* d = Sym(dest);
-  if (bytes <= kDirectCopyMax && (src || !bytes)) {
+  if (bytes <= kDirectCopyMax && src) {
     if (uint8_t* p = Direct(d, bytes, g)) {
       Copy(p, src, bytes);
       WakeDirect(g);
@@ -44,6 +46,15 @@ void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe
   // asks; fence orders it, quiet and barriers complete it.
   if (Remote(g)) return Check(PutMemNbi(d, src, bytes, g), fn);
   Check(ops::PutMem(d, src, bytes, g), fn);
+}
+
+}  // namespace hpshmem::oshmem
+
+namespace {
+
+void PutBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
+  int g = GlobalPe(ctx, pe, fn);
+  if (bytes) PutToPe(Sym(dest), src, bytes, g, fn);
 }
 
 void GetBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe, const char* fn) {
@@ -68,27 +79,21 @@ void IPut(shmem_ctx_t ctx, void* dest, const void* src, ptrdiff_t dst, ptrdiff_t
   int g = GlobalPe(ctx, pe, fn);
   auto* d = static_cast<char*>(Sym(dest));
   auto* s = static_cast<const char*>(src);
-  if (dst == 1 && sst == 1) return PutBytes(ctx, d, s, n * elem, pe, fn);
+  if (dst == 1 && sst == 1) return PutToPe(d, s, n * elem, g, fn);
   // Validate the whole span before the first store.
   ptrdiff_t span = (static_cast<ptrdiff_t>(n) - 1) * dst;
   char* lo = d + (span < 0 ? span * static_cast<ptrdiff_t>(elem) : 0);
   if (!IsSymmetric(lo, (static_cast<size_t>(span < 0 ? -span : span) + 1) * elem))
     Fatal(fn, "the strided destination is not inside the symmetric heap");
-  if (auto* peer = static_cast<char*>(Ptr(d, g))) {
-    for (size_t i = 0; i + 1 < n; ++i)
-      std::memcpy(peer + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
-                  s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem);
-  } else {
-    for (size_t i = 0; i < n; ++i)
-      Check(PutMemNbi(d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
-                      s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem, g),
-            fn);
+  auto to = [&](size_t i) { return static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem); };
+  auto from = [&](size_t i) { return static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem); };
+  if (Remote(g)) {  // one message per element, in order, completed by quiet
+    for (size_t i = 0; i < n; ++i) Check(PutMemNbi(d + to(i), s + from(i), elem, g), fn);
     return;
   }
-  size_t i = n - 1;
-  Check(ops::PutMem(d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem),
-                    s + static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem), elem, g),
-        fn);
+  auto* peer = static_cast<char*>(Ptr(d, g));
+  for (size_t i = 0; peer && i + 1 < n; ++i) std::memcpy(peer + to(i), s + from(i), elem);
+  for (size_t i = peer ? n - 1 : 0; i < n; ++i) Check(ops::PutMem(d + to(i), s + from(i), elem, g), fn);
 }
 
 void IGet(shmem_ctx_t ctx, void* dest, const void* src, ptrdiff_t dst, ptrdiff_t sst, size_t n, size_t elem, int pe,
@@ -162,9 +167,9 @@ T FromBits(int64_t b) {
   return v;
 }
 
+// Atomic on global PE g's word.
 template <class T>
-T AmoT(shmem_ctx_t ctx, const T* target, AmoOp op, T value, T compare, int pe, const char* fn) {
-  int g = GlobalPe(ctx, pe, fn);
+T AmoAt(int g, const T* target, AmoOp op, T value, T compare, const char* fn) {
   constexpr SignalType w = sizeof(T) == 4 ? SignalType::kInt32 : SignalType::kInt64;
   void* t = Sym(target);
   uint8_t* p = Direct(t, sizeof(T), g);
@@ -179,13 +184,18 @@ T AmoT(shmem_ctx_t ctx, const T* target, AmoOp op, T value, T compare, int pe, c
   return FromBits<T>(old);
 }
 
+template <class T>
+T AmoT(shmem_ctx_t ctx, const T* target, AmoOp op, T value, T compare, int pe, const char* fn) {
+  return AmoAt<T>(GlobalPe(ctx, pe, fn), target, op, value, compare, fn);
+}
+
 // A non-fetching atomic: to another host it returns before it is applied
 // (quiet completes it), as OpenSHMEM allows.
 template <class T>
 void AmoPost(shmem_ctx_t ctx, T* target, AmoOp op, T value, int pe, const char* fn) {
   int g = GlobalPe(ctx, pe, fn);
   if (!Remote(g)) {
-    AmoT<T>(ctx, target, op, value, static_cast<T>(0), pe, fn);
+    AmoAt<T>(g, target, op, value, static_cast<T>(0), fn);
     return;
   }
   Check(AmoNbi(Sym(target), sizeof(T) == 4 ? SignalType::kInt32 : SignalType::kInt64, op, Bits(value), g), fn);

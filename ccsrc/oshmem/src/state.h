@@ -91,6 +91,10 @@ inline bool Remote(int pe) {
   return static_cast<unsigned>(pe) < static_cast<unsigned>(s.dm.nranks) && s.dm.peer_sym[pe] == nullptr;
 }
 
+// A put of `bytes` to global PE g at heap address d (see Sym): a plain copy
+// to a mapped peer, a non-blocking put to another host, else the runtime's.
+void PutToPe(void* d, const void* src, size_t bytes, int g, const char* fn);
+
 // After plain stores of at most kDirectCopyMax bytes to mapped rank pe:
 // PublishStores and Notify, inline (they cost more than the copy as calls).
 inline void WakeDirect(int pe) {
