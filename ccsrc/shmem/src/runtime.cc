@@ -29,9 +29,9 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
   // A rank of this host that left may have seen ranks fail that this one
   // has not noticed yet (see PeHeader::lost): take its word for them.
   for (int pe : reported) {
-    const uint8_t* seg = pe == rt->rank ? nullptr : rt->shm->Segment(pe);
+    uint8_t* seg = pe == rt->rank ? nullptr : rt->shm->Segment(pe);
     if (!seg) continue;
-    auto* h = const_cast<PeHeader*>(reinterpret_cast<const PeHeader*>(seg));
+    auto* h = reinterpret_cast<PeHeader*>(seg);
     for (int w = 0; w * 64 < rt->nranks; ++w) {
       uint64_t bits = std::atomic_ref<uint64_t>(h->lost[w]).load(std::memory_order_acquire);
       for (; bits; bits &= bits - 1) {

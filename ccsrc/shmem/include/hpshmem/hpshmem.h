@@ -206,9 +206,10 @@ class CallHold {
 // For collectives built on this API: while one lives on a thread, the
 // Signal and PutMemSignal calls of that thread are the collective's own
 // protocol, whose receivers wait for them themselves (in that call or the
-// next), so Quiet (and the Quiet of every barrier) need not complete them. Across hosts that spares the next Quiet a round trip to every peer
-// the collective wrote to. Puts of the user's made before or after are
-// completed by Quiet as always. Also a CallHold.
+// next), so Quiet (and the Quiet of every barrier) need not complete them.
+// Across hosts that spares the next Quiet a round trip to every peer the
+// collective wrote to. The user's puts made before or after are completed
+// by Quiet as always. Also a CallHold.
 class CollectiveScope {
  public:
   CollectiveScope();
