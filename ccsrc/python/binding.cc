@@ -94,6 +94,13 @@ void NoGil(F&& f) {
 
 inline void* P(uintptr_t a) { return reinterpret_cast<void*>(a); }
 
+// A collective's result copied from its symmetric buffer to `out` (an address; 0: nowhere), so a
+// front end staging a user's tensor through the heap pays one crossing, not three.
+Status CopyOut(uintptr_t out, uintptr_t data, size_t bytes) {
+  if (out && out != data && bytes) std::memcpy(P(out), P(data), bytes);
+  return Status::OK();
+}
+
 hpshmem::SignalType Width(int bytes) {
   if (bytes == 4) return hpshmem::SignalType::kInt32;
   if (bytes == 8) return hpshmem::SignalType::kInt64;
@@ -294,16 +301,21 @@ NB_MODULE(_hpshmem, m) {
     });
   }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
      nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0);
-  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team) {
+  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team, uintptr_t src,
+                        uintptr_t out) {
     NoGil([&] {
-      return hpshmem::ops::Allreduce(P(data), count, static_cast<hpshmem::ops::DType>(dtype),
-                                     static_cast<hpshmem::ops::ReduceOp>(op),
-                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm), team);
+      Status s = hpshmem::ops::Allreduce(P(data), count, static_cast<hpshmem::ops::DType>(dtype),
+                                         static_cast<hpshmem::ops::ReduceOp>(op),
+                                         static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm), team,
+                                         src ? P(src) : nullptr);
+      return s.ok() ? CopyOut(out, data, count * hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype)))
+                    : s;
     });
   }, nb::arg("data"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("algorithm") = 0,
-     nb::arg("team") = 0,
+     nb::arg("team") = 0, nb::arg("src") = 0, nb::arg("out") = 0,
      "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
-     "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm.");
+     "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm. `src` (an address, 0: none): reduce every rank's "
+     "`src` instead, `data` then being its staging copy; `out` (0: none): where the result is copied too.");
   m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team) {
     NoGil([&] {
       return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
@@ -311,10 +323,15 @@ NB_MODULE(_hpshmem, m) {
     });
   }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("team") = 0,
      "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count).");
-  m.def("broadcast", [](uintptr_t data, size_t bytes, int root, int team) {
-    NoGil([&] { return hpshmem::ops::Broadcast(P(data), bytes, root, team); });
-  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), nb::arg("team") = 0,
-     "Collective: symmetric `data` (bytes) = root's (a team rank).");
+  m.def("broadcast", [](uintptr_t data, size_t bytes, int root, int team, uintptr_t src, uintptr_t out) {
+    NoGil([&] {
+      Status s = hpshmem::ops::Broadcast(P(data), bytes, root, team, src ? P(src) : nullptr);
+      return s.ok() ? CopyOut(out, data, bytes) : s;
+    });
+  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), nb::arg("team") = 0, nb::arg("src") = 0,
+     nb::arg("out") = 0,
+     "Collective: symmetric `data` (bytes) = root's (a team rank). `src` (root, 0: none): root sends these bytes "
+     "instead of its `data`; `out` (0: none): where the result is copied too.");
   m.def("debug_state", &hpshmem::DebugState);
   m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
         "Why the last MindSpore graph-mode kernel failed (empty if none did).");

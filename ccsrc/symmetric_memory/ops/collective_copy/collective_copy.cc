@@ -228,11 +228,22 @@ const char* OpName(int64_t o) {
 // carries: an element (or byte) count, and the rest packed in one word.
 int64_t Pack(int64_t dtype, int64_t op, int64_t extra) { return (extra << 16) | (dtype << 8) | op; }
 
+// Where a symmetric buffer lies, folded to 23 bits (the workspace opens the
+// symmetric range at the same offset on every rank): peers read and write the
+// buffer at this rank's offset, so ranks that pass buffers at different places
+// (one rank a tensor of the heap, another a staging copy) must fail like ranks
+// that pass different sizes, not read each other's unrelated bytes.
+int64_t Place(const Job& j, const void* buffer) {
+  auto off = static_cast<uint64_t>(static_cast<const char*>(buffer) - j.ws);
+  return static_cast<int64_t>((off ^ (off >> 23) ^ (off >> 46)) & 0x7fffff);
+}
+
 std::string Describe(const char* what, int64_t count, int64_t packed) {
+  std::string place = " at heap place " + std::to_string(packed >> 40);
   if (std::strcmp(what, "shmem_broadcast") == 0)
-    return std::to_string(count) + " bytes from root " + std::to_string(packed >> 16);
+    return std::to_string(count) + " bytes from root " + std::to_string((packed >> 16) & 0xffffff) + place;
   return std::to_string(count) + " elements of " + DTypeName((packed >> 8) & 0xff) + " with op " +
-         OpName(packed & 0xff);
+         OpName(packed & 0xff) + place;
 }
 
 // Every rank compares every rank's words for call `epoch`, so all reach the
@@ -576,7 +587,7 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
   if (src && src != data && bytes) std::memmove(d, src, bytes);
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
-                                      Pack(static_cast<int>(dtype), static_cast<int>(op), 0), what));
+                                      Pack(static_cast<int>(dtype), static_cast<int>(op), Place(j, d) << 24), what));
   if (j.w == 1) return ReduceRange(j, d, 0, count, item, dtype, op, d);  // avg over one rank, in place
   if (algorithm == AllreduceAlgorithm::kOneShot) {
     // Every rank reduces the whole tensor from every rank's copy; it may
@@ -611,7 +622,8 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
   int64_t e;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(count),
-                                      Pack(static_cast<int>(dtype), static_cast<int>(op), 1), what));
+                                      Pack(static_cast<int>(dtype), static_cast<int>(op), Place(j, in) << 24 | 1),
+                                      what));
   const char* src = static_cast<const char*>(in);
   HPSHMEM_RETURN_IF_ERROR(
       ReduceRange(j, src, count * j.me, count * (j.me + 1), item, dtype, op, out));
@@ -626,7 +638,7 @@ Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) 
   if (root < 0 || root >= j.w) return CheckRank(root, j.w, "root");
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
   int64_t e;
-  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(bytes), Pack(0, 0, root), what));
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(bytes), Pack(0, 0, Place(j, data) << 24 | root), what));
   if (j.me == root) {
     for (int k = 1; k < j.w; ++k) {
       int p = (j.me + k) % j.w;

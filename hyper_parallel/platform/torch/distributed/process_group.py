@@ -1,0 +1,849 @@
+"""The ``hpshmem`` process group: torch.distributed's collectives as the runtime's collectives.
+
+A front end beside the symmetric-memory API, over the same binding entry points (``_C.allreduce``,
+``_C.allgather``, ``_C.alltoall``, ...): this module only turns c10d's arguments (tensor lists,
+options, reduce ops, splits in rows) into those requests. The collectives, their checks (sizes,
+dtypes and ops agreed by every rank, dead peers, deadlines) and their algorithms are the runtime's.
+
+User tensors are not in the symmetric heap, so each group stages them through a block of it: a
+group's *slot* in one symmetric arena made when the job's default group is made (the heap is
+allocated collectively by every rank, which a subgroup cannot ask of ranks outside it). Members of
+a new group agree on a slot free on all of them through the group's store. Tensors larger than a
+slot's staging go through it in chunks; a tensor of the heap (``symm.empty``) is used in place for
+all-reduce and broadcast (the runtime fails ranks that pass buffers at different places).
+
+Sizes: ``*_bytes`` are bytes, everything else elements of the tensor's dtype.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+from torch.futures import Future
+
+from hyper_parallel import _hpshmem as _C
+from hyper_parallel.core.symmetric_memory._state import _state as _heap
+
+from . import BACKEND_NAME
+
+_ROp = dist.ReduceOp.RedOpType
+_PREMUL = int(_ROp.PREMUL_SUM)
+# The runtime's reduce op codes (ops::ReduceOp: sum avg max min prod and or xor), by torch's op
+# value (pybind enums compare and hash slowly; their ints do not).
+_OPS = {int(_ROp.SUM): 0, int(_ROp.AVG): 1, int(_ROp.MAX): 2, int(_ROp.MIN): 3, int(_ROp.PRODUCT): 4,
+        int(_ROp.BAND): 5, int(_ROp.BOR): 6, int(_ROp.BXOR): 7, _PREMUL: 0}
+# bool is reduced as uint8 0/1 values: a sum is an OR, a product an AND.
+_BOOL_OPS = {int(_ROp.SUM): 2, int(_ROp.MAX): 2, int(_ROp.MIN): 3, int(_ROp.PRODUCT): 3, int(_ROp.BAND): 5,
+             int(_ROp.BOR): 6, int(_ROp.BXOR): 7}
+# The runtime's dtype codes (ops::DType).
+_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int8: 4, torch.uint8: 5,
+           torch.int16: 6, torch.int32: 7, torch.int64: 8, torch.bool: 5, torch.complex64: 13, torch.complex128: 14}
+for _name, _code in (("uint16", 9), ("uint32", 10), ("uint64", 11)):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _code
+
+_STAGING_VAR = "HYPER_PARALLEL_SHMEM_BACKEND_STAGING"
+_GROUPS_VAR = "HYPER_PARALLEL_SHMEM_BACKEND_GROUPS"
+_DEFAULT_STAGING = 16 << 20
+_DEFAULT_GROUPS = 8
+_P2P_CHUNK = 256 << 10  # bytes of one point-to-point inbox (per sender, per group)
+
+
+# --------------------------------------------------------------------------- works
+class _Work(dist.Work):
+    """A completed operation: ``wait()`` returns True at once, ``get_future()`` holds its tensors."""
+
+    def __init__(self, result=None, source: int = -1):
+        super().__init__()
+        self._result = result if result is not None else []
+        self._source = source
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def source_rank(self) -> int:
+        return self._source
+
+    def result(self):
+        return self._result
+
+    def get_future(self) -> Future:
+        f = Future()
+        f.set_result(self._result)
+        return f
+
+
+# What a blocking call (``opts.asyncOp`` False) gets: the caller only waits on it.
+_DONE = _Work()
+
+
+def _done(result, opts):
+    return _Work(result) if opts.asyncOp else _DONE
+
+
+# --------------------------------------------------------------------------- the arena
+class _Arena:
+    """One symmetric block carved into equal group slots: [staging][point-to-point area] each."""
+
+    def __init__(self, world: int):
+        from hyper_parallel.core.symmetric_memory import empty
+
+        self.staging_bytes = _byte_setting(_STAGING_VAR, _DEFAULT_STAGING)
+        self.nslots = _int_setting(_GROUPS_VAR, _DEFAULT_GROUPS)
+        from hyper_parallel.platform.torch.distributed.p2p import area_bytes
+
+        self.p2p_bytes = area_bytes(world, _P2P_CHUNK)
+        self.slot_bytes = self.staging_bytes + self.p2p_bytes
+        self.tensor = empty(self.nslots * self.slot_bytes, dtype=torch.uint8)  # collective over every rank
+        self.addr = self.tensor.data_ptr()
+        self.free = set(range(self.nslots))
+        self.world = world
+
+    def slot(self, i: int):
+        """(staging tensor, staging address, p2p area address) of slot i."""
+        base = i * self.slot_bytes
+        return (self.tensor[base:base + self.staging_bytes], self.addr + base,
+                self.addr + base + self.staging_bytes)
+
+
+_arena: _Arena | None = None
+_lock = threading.Lock()
+_owns_runtime = False  # the default group started the runtime, so its shutdown finalizes it
+
+
+def _byte_setting(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    v = _C.parse_byte_size(text, var) if text else default
+    if v < 4096 or v % 64:
+        raise ValueError(f"{var}={text!r}: the staging block must be a multiple of 64 bytes, at least 4 KiB")
+    return v
+
+
+def _int_setting(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    try:
+        v = int(text) if text else default
+    except ValueError:
+        raise ValueError(f"{var}={text!r} is not a whole number") from None
+    if not 1 <= v <= 64:
+        raise ValueError(f"{var}={v}: between 1 and 64 groups may hold a staging slot at once")
+    return v
+
+
+def _start_runtime(store, rank: int, world: int, timeout: datetime.timedelta):
+    """Initializes the runtime among the default group's ranks through the store torch handed us."""
+    global _owns_runtime
+    from hyper_parallel.core.symmetric_memory import _state as state_module
+    from hyper_parallel.core.symmetric_memory._state import _bootstrap_host, _state
+
+    with _state.lock:
+        if _C.is_initialized():
+            if _C.n_pes() != world or _C.my_pe() != rank:
+                raise ValueError(f"hpshmem: the symmetric-memory runtime already runs as rank {_C.my_pe()} of "
+                                 f"{_C.n_pes()}, not rank {rank} of {world}")
+            _state.world = _C.n_pes()
+            return
+        key = "hpshmem/unique_id"
+        if rank == 0:
+            store.set(key, _C.get_unique_id(_bootstrap_host()))
+        uid = bytes(store.get(key))
+        env_timeout = os.environ.get("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC")
+        seconds = 0.0 if env_timeout else timeout.total_seconds()
+        _C.init(rank, world, uid, "", timeout_sec=seconds)
+        _state.world = _C.n_pes()
+        _owns_runtime = True
+    del state_module
+
+
+def _agree_slot(store, group_rank: int, group_size: int) -> int:
+    """The lowest slot free on every member, agreed through the group's own (prefixed) store."""
+    mine = sum(1 << i for i in _arena.free)
+    store.set(f"hpshmem/free_slots/{group_rank}", str(mine))
+    common = mine
+    for r in range(group_size):
+        if r != group_rank:
+            common &= int(store.get(f"hpshmem/free_slots/{r}"))
+    if not common:
+        raise RuntimeError(f"hpshmem: no staging slot is free on every member of this group ({_arena.nslots} "
+                           f"groups hold one; raise {_GROUPS_VAR} or destroy groups no longer used)")
+    slot = (common & -common).bit_length() - 1
+    _arena.free.discard(slot)
+    return slot
+
+
+def create_process_group(opts, backend_options):
+    """The creator torch calls for every group of this backend (extended API), collective over its members."""
+    global _arena
+    from hyper_parallel.core.symmetric_memory._checks import _group
+
+    store, rank, size, timeout = opts.store, opts.group_rank, opts.group_size, opts.timeout
+    ranks = list(opts.global_ranks_in_group) or list(range(size))
+    with _lock:
+        if _arena is None:
+            if ranks != list(range(size)) or (_C.is_initialized() and _C.n_pes() != size):
+                raise ValueError(
+                    "hpshmem: make the default group with this backend first "
+                    "(init_process_group('hpshmem') or 'cpu:hpshmem'); its ranks allocate the symmetric "
+                    "staging every hpshmem group uses")
+            _start_runtime(store, rank, size, timeout)
+            _arena = _Arena(size)
+            slot = 0
+            _arena.free.discard(0)
+        else:
+            slot = _agree_slot(store, rank, size)
+        g = _group(ranks, "new_group(backend='hpshmem')")
+        team = 0 if g is None else g.team
+    return HpshmemProcessGroup(rank, size, ranks, team, slot)
+
+
+def _release_slot(slot: int, owns_world: bool):
+    global _arena, _owns_runtime
+    with _lock:
+        if _arena is None:
+            return
+        _arena.free.add(slot)
+        if not owns_world:
+            return
+        _arena = None
+        if _owns_runtime:
+            _owns_runtime = False
+            from hyper_parallel.core.symmetric_memory import finalize
+
+            finalize()
+
+
+# --------------------------------------------------------------------------- the process group
+def _code(t: torch.Tensor, what: str) -> int:
+    code = _DTYPES.get(t.dtype)
+    if code is None:
+        raise TypeError(f"hpshmem {what}: dtype {t.dtype} is not supported")
+    return code
+
+
+def _check_cpu(tensors, what: str):
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"hpshmem {what}: expected tensors, got {type(t).__name__}")
+        if not t.is_cpu:
+            raise ValueError(f"hpshmem {what}: tensor on {t.device}; this backend serves CPU tensors "
+                             f"(give other devices a backend of their own, e.g. 'cpu:hpshmem,cuda:nccl')")
+        if t.layout != torch.strided:
+            raise TypeError(f"hpshmem {what}: a {t.layout} tensor has no dense memory; use .to_dense()")
+
+
+def _one(tensors, what: str) -> torch.Tensor:
+    if len(tensors) != 1:
+        raise ValueError(f"hpshmem {what}: one tensor per call (a list of {len(tensors)} was given)")
+    _check_cpu(tensors, what)
+    return tensors[0]
+
+
+def _op_value(red) -> int:
+    """torch's op as an int, from a ReduceOp object (what options hold) or a RedOpType."""
+    return (red.op if isinstance(red, dist.ReduceOp) else red).value
+
+
+def _reduce_codes(t: torch.Tensor, red, what: str):
+    """(dtype code, op code, tensor to reduce) for reduce op `red` on `t`; PREMUL_SUM pre-scales a copy."""
+    op = _op_value(red)
+    dtype = t.dtype
+    if dtype is torch.bool:
+        code = _BOOL_OPS.get(op)
+        if code is None:
+            raise ValueError(f"hpshmem {what}: {dist.ReduceOp.RedOpType(op)} does not apply to bool tensors")
+        return 5, code, t
+    dcode = _DTYPES.get(dtype)
+    if dcode is None:
+        raise TypeError(f"hpshmem {what}: dtype {dtype} is not supported")
+    code = _OPS.get(op)
+    if code is None:
+        raise ValueError(f"hpshmem {what}: reduce op {dist.ReduceOp.RedOpType(op)} is not supported")
+    if op == _PREMUL:
+        factor = red.factor
+        return dcode, 0, t.mul(factor.item() if isinstance(factor, torch.Tensor) else factor)
+    return dcode, code, t
+
+
+class _Flat:
+    """A tensor's elements as one contiguous flat tensor to read or write, written back by ``done()``
+    when the tensor itself is not contiguous."""
+
+    __slots__ = ("t", "flat")
+
+    def __init__(self, t: torch.Tensor, read: bool):
+        self.t = t
+        if t.is_contiguous():
+            self.flat = t.view(-1) if t.dim() != 1 else t
+        else:
+            self.flat = t.reshape(-1).clone() if read else torch.empty(t.numel(), dtype=t.dtype)
+
+    def done(self):
+        if self.flat.data_ptr() != self.t.data_ptr() or not self.t.is_contiguous():
+            self.t.copy_(self.flat.view(self.t.shape))
+
+
+class HpshmemProcessGroup(dist.ProcessGroup):
+    """torch.distributed's process-group interface over the runtime's collectives, for CPU tensors.
+
+    Operations run when issued, in issue order, on the calling thread (the runtime's waits release
+    the GIL): a Work is complete when returned, so ``async_op=True`` works alike, and failures
+    (mismatched calls, dead peers, deadlines) raise from the call on every rank concerned.
+    Point-to-point operations complete asynchronously (:mod:`.p2p`).
+    """
+
+    def __init__(self, rank: int, size: int, ranks, team: int, slot: int):
+        super().__init__(rank, size)
+        self._me = rank
+        self._w = size
+        self._ranks = tuple(ranks)
+        self._team = team
+        self._slot = slot
+        stage, self._stage_addr, p2p_addr = _arena.slot(slot)
+        self._stage = stage
+        self._stage_bytes = stage.numel()
+        self._views = {}
+        self._name = ""
+        self._desc = ""
+        self._coalescing = None
+        self._closed = False
+        from hyper_parallel.platform.torch.distributed.p2p import P2P
+
+        self._p2p = P2P(p2p_addr, rank, self._ranks, team, _P2P_CHUNK)
+
+    # ------------------------------------------------------------------ identity
+    def getBackendName(self) -> str:
+        return BACKEND_NAME
+
+    def name(self) -> str:
+        return BACKEND_NAME
+
+    def _get_backend_name(self) -> str:
+        return BACKEND_NAME
+
+    @property
+    def group_name(self) -> str:
+        return self._name
+
+    def getGroupName(self) -> str:
+        return self._name
+
+    def _set_group_name(self, name: str) -> None:
+        self._name = name
+
+    def setGroupName(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def group_desc(self) -> str:
+        return self._desc
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._desc = desc
+
+    def __repr__(self) -> str:
+        return f"HpshmemProcessGroup(rank={self._me}, size={self._w}, ranks={list(self._ranks)})"
+
+    # ------------------------------------------------------------------ staging
+    def _view(self, dtype) -> torch.Tensor:
+        v = self._views.get(dtype)
+        if v is None:
+            item = torch.empty((), dtype=dtype).element_size()
+            v = self._views[dtype] = self._stage[: self._stage_bytes // item * item].view(dtype)
+        return v
+
+    def _symmetric(self, t: torch.Tensor) -> bool:
+        n = t.numel() * t.element_size()
+        return (n > 0 and t.is_contiguous() and _C.is_symmetric(t.data_ptr(), n)
+                and _heap.find(t.data_ptr(), n) is not None)
+
+    # ------------------------------------------------------------------ reductions
+    def _allreduce_one(self, t: torch.Tensor, red, root: int = -1, what: str = "allreduce"):
+        """All-reduce `t` in place (root >= 0: only that group rank's `t` receives the result)."""
+        dcode, op, src = _reduce_codes(t, red, what)
+        n = t.numel()
+        item = t.element_size()
+        if src is t and t.is_contiguous():
+            addr = t.data_ptr()
+            if root < 0 and n and _C.is_symmetric(addr, n * item) and _heap.find(addr, n * item) is not None:
+                _C.allreduce(addr, n, dcode, op, 0, self._team)  # a tensor of the heap: in place
+                return
+            if n * item <= self._stage_bytes:  # one staged call (the common case, kept short)
+                _C.allreduce(self._stage_addr, n, dcode, op, 0, self._team, addr,
+                             addr if root < 0 or root == self._me else 0)
+                return
+        addr = f.flat.data_ptr()
+        per = self._stage_bytes // item
+        keep = root < 0 or root == self._me
+        off = 0
+        while True:  # an empty tensor still makes one call: every rank takes part and agrees on sizes
+            k = min(per, n - off)
+            a = addr + off * item
+            _C.allreduce(self._stage_addr, k, dcode, op, 0, self._team, a, a if keep else 0)
+            off += k
+            if off >= n:
+                break
+        if keep:
+            if src is not t:
+                t.copy_(f.flat.view(t.shape))
+            else:
+                f.done()
+
+    def allreduce(self, tensors, opts=None):
+        opts = opts or dist.AllreduceOptions()
+        t = _one(tensors, "allreduce")
+        red = opts.reduceOp
+        value = red.op.value
+        op, dtype = _OPS.get(value), t.dtype
+        dcode = _DTYPES.get(dtype)
+        if op is not None and value != _PREMUL and dcode is not None and dtype is not torch.bool:
+            # The common case in one crossing: a dense tensor that fits the staging, not of the heap.
+            n, item = t.numel(), t.element_size()
+            if t.is_contiguous() and n * item <= self._stage_bytes:
+                addr = t.data_ptr()
+                if not _C.is_symmetric(addr, n * item):
+                    _C.allreduce(self._stage_addr, n, dcode, op, 0, self._team, addr, addr)
+                    return _Work(tensors) if opts.asyncOp else _DONE
+        self._allreduce_one(t, red)
+        return _done(tensors, opts)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts or dist.AllreduceCoalescedOptions()
+        _check_cpu(tensors, "allreduce_coalesced")
+        red = opts.reduceOp
+        dtype = tensors[0].dtype if tensors else None
+        total = sum(t.numel() for t in tensors)
+        op = _op_value(red)
+        if (tensors and all(t.dtype == dtype for t in tensors) and op != _PREMUL
+                and dtype != torch.bool and total * tensors[0].element_size() <= self._stage_bytes):
+            dcode, code, _ = _reduce_codes(tensors[0], red, "allreduce_coalesced")
+            view = self._view(dtype)[:total]
+            torch.cat([t.reshape(-1) for t in tensors], out=view)
+            _C.allreduce(self._stage_addr, total, dcode, code, 0, self._team)
+            off = 0
+            for t in tensors:
+                n = t.numel()
+                t.copy_(view[off:off + n].view(t.shape))
+                off += n
+        else:
+            for t in tensors:
+                self._allreduce_one(t, red, what="allreduce_coalesced")
+        return _done(tensors, opts)
+
+    def reduce(self, tensors, opts=None):
+        opts = opts or dist.ReduceOptions()
+        t = _one(tensors, "reduce")
+        self._check_root(opts.rootRank, "reduce")
+        self._allreduce_one(t, opts.reduceOp, root=opts.rootRank, what="reduce")
+        return _done(tensors, opts)
+
+    def _reduce_scatter_one(self, out: torch.Tensor, rows, red, what: str):
+        """`out` (n elements) = this rank's block of the reduction; `rows(k, off)` copies elements
+        [off, off + k) of every rank's block into a (W, k) staging view."""
+        dcode, op, _ = _reduce_codes(out, red, what)
+        if out.dtype == torch.bool:
+            dcode = 5
+        n = out.numel()
+        item = out.element_size()
+        f = _Flat(out, False)
+        per = self._stage_bytes // (item * self._w)
+        view = self._view(out.dtype)
+        off = 0
+        while True:
+            k = min(per, n - off)
+            rows(view[: self._w * k].view(self._w, k), off, k)
+            _C.reduce_scatter(f.flat.data_ptr() + off * item, self._stage_addr, k, dcode, op, self._team)
+            off += k
+            if off >= n:
+                break
+        f.done()
+
+    def _premul(self, red, t):
+        if _op_value(red) != _PREMUL:
+            return t
+        factor = red.factor
+        return t * (factor.item() if isinstance(factor, torch.Tensor) else factor)
+
+    def _reduce_scatter_tensor(self, out, inp, red, what):
+        _check_cpu((out, inp), what)
+        if inp.dtype != out.dtype:
+            raise TypeError(f"hpshmem {what}: input ({inp.dtype}) and output ({out.dtype}) dtypes differ")
+        n = out.numel()
+        if inp.numel() != n * self._w:
+            raise ValueError(f"hpshmem {what}: input has {inp.numel()} elements, expected group size x output "
+                             f"= {self._w} x {n}")
+        inp = self._premul(red, inp)
+        dcode, op, _ = _reduce_codes(out, red, what)
+        if self._symmetric(inp) and out.is_contiguous():
+            _C.reduce_scatter(out.data_ptr(), inp.data_ptr(), n, dcode, op, self._team)
+            return
+        src = inp.reshape(self._w, n)
+        self._reduce_scatter_one(out, lambda v, off, k: v.copy_(src[:, off:off + k]), red, what)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
+        opts = opts or dist.ReduceScatterOptions()
+        self._reduce_scatter_tensor(output, input, opts.reduceOp, "reduce_scatter_tensor")
+        return _done([output], opts)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter(self, output_tensors, input_lists, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        out = _one(output_tensors, "reduce_scatter")
+        if len(input_lists) != 1 or len(input_lists[0]) != self._w:
+            raise ValueError(f"hpshmem reduce_scatter: one input list of group size {self._w} tensors expected")
+        ins = [self._premul(opts.reduceOp, t) for t in input_lists[0]]
+        _check_cpu(ins, "reduce_scatter")
+        n = out.numel()
+        for p, t in enumerate(ins):
+            if t.numel() != n or t.dtype != out.dtype:
+                raise ValueError(f"hpshmem reduce_scatter: input_list[{p}] has {t.numel()} elements of {t.dtype}, "
+                                 f"the output {n} of {out.dtype}")
+        flats = [t.reshape(-1) for t in ins]
+
+        def rows(v, off, k):
+            for p, f in enumerate(flats):
+                v[p].copy_(f[off:off + k])
+
+        self._reduce_scatter_one(out, rows, opts.reduceOp, "reduce_scatter")
+        return _done(output_tensors, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_tensor(o, i, opts.reduceOp, "reduce_scatter_tensor_coalesced")
+        return _done(outputs, opts)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # ------------------------------------------------------------------ broadcast and gathers
+    def _check_root(self, root: int, what: str):
+        if not 0 <= root < self._w:
+            raise ValueError(f"hpshmem {what}: root {root} is not a rank of this group of {self._w}")
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts or dist.BroadcastOptions()
+        t = _one(tensors, "broadcast")
+        root = opts.rootRank
+        self._check_root(root, "broadcast")
+        item = t.element_size()
+        nbytes = t.numel() * item
+        if self._symmetric(t):
+            _C.broadcast(t.data_ptr(), nbytes, root, self._team)
+            return _done(tensors, opts)
+        me_root = root == self._me
+        f = _Flat(t, me_root)
+        addr = f.flat.data_ptr()
+        per = self._stage_bytes // item * item
+        off = 0
+        while True:
+            k = min(per, nbytes - off)
+            a = addr + off
+            _C.broadcast(self._stage_addr, k, root, self._team, a if me_root else 0, 0 if me_root else a)
+            off += k
+            if off >= nbytes:
+                break
+        if not me_root:
+            f.done()
+        return _done(tensors, opts)
+
+    def _allgather_flat(self, inp: torch.Tensor, write, what: str):
+        """Every rank's `inp` gathered; ``write(view (W, k), off, k)`` takes each chunk of k elements per rank."""
+        _check_cpu((inp,), what)
+        n = inp.numel()
+        item = inp.element_size()
+        src = inp.reshape(-1) if inp.is_contiguous() else inp.reshape(-1).contiguous()
+        addr = src.data_ptr()
+        per = self._stage_bytes // (item * self._w)
+        view = self._view(inp.dtype)
+        off = 0
+        while True:
+            k = min(per, n - off)
+            _C.allgather(self._stage_addr, addr + off * item, k * item, False, 0, self._team)
+            write(view[: self._w * k].view(self._w, k), off, k)
+            off += k
+            if off >= n:
+                break
+
+    def allgather(self, output_lists, input_tensors, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        inp = _one(input_tensors, "allgather")
+        if len(output_lists) != 1 or len(output_lists[0]) != self._w:
+            raise ValueError(f"hpshmem allgather: one output list of group size {self._w} tensors expected")
+        outs = output_lists[0]
+        _check_cpu(outs, "allgather")
+        for p, o in enumerate(outs):
+            if o.numel() != inp.numel() or o.dtype != inp.dtype:
+                raise ValueError(f"hpshmem allgather: output_list[{p}] has {o.numel()} elements of {o.dtype}, "
+                                 f"the input {inp.numel()} of {inp.dtype}")
+        flats = [_Flat(o, False) for o in outs]
+
+        def write(v, off, k):
+            for p, f in enumerate(flats):
+                f.flat[off:off + k].copy_(v[p])
+
+        self._allgather_flat(inp, write, "allgather")
+        for f in flats:
+            f.done()
+        return _done(output_lists, opts)
+
+    def _allgather_into(self, out: torch.Tensor, inp: torch.Tensor, what: str):
+        _check_cpu((out,), what)
+        if out.dtype != inp.dtype:
+            raise TypeError(f"hpshmem {what}: input ({inp.dtype}) and output ({out.dtype}) dtypes differ")
+        n = inp.numel()
+        if out.numel() != n * self._w:
+            raise ValueError(f"hpshmem {what}: output has {out.numel()} elements, expected group size x input "
+                             f"= {self._w} x {n}")
+        f = _Flat(out, False)
+        dst = f.flat.view(self._w, n)
+        self._allgather_flat(inp, lambda v, off, k: dst[:, off:off + k].copy_(v), what)
+        f.done()
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
+        opts = opts or dist.AllgatherOptions()
+        self._allgather_into(output, input, "all_gather_into_tensor")
+        return _done([output], opts)
+
+    all_gather_single = _allgather_base
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        for o, i in zip(outputs, inputs):
+            self._allgather_into(o, i, "allgather_into_tensor_coalesced")
+        return _done(outputs, opts)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        for outs, inp in zip(output_lists, input_list):
+            self.allgather([outs], [inp], dist.AllgatherOptions())
+        return _done(output_lists, opts)
+
+    # ------------------------------------------------------------------ all-to-all, gather, scatter
+    def _alltoall_flat(self, sends, send_elems, recv_elems, dtype, item, write, uneven: bool):
+        """sends[p] (a contiguous flat tensor or None) / send_elems[p] elements go to group rank p;
+        ``write(view, offsets, counts)`` takes each round's received pieces (packed by source).
+        Rounds: each pair moves at most a W-th of the staging per round; when sizes are uneven the
+        ranks first agree on the number of rounds (a MAX all-reduce of one word)."""
+        w = self._w
+        per = max(1, self._stage_bytes // (item * w))
+        need = max(1, -(-max(max(send_elems), max(recv_elems)) // per)) if w else 1
+        if uneven:
+            word = torch.tensor([need], dtype=torch.int64)
+            self._allreduce_one(word, _ROp.MAX, what="all_to_all")
+            need = int(word.item())
+        addrs = [s.data_ptr() if s is not None else self._stage_addr for s in sends]
+        view = self._view(dtype)
+        for r in range(need):
+            lo = r * per
+            s_counts = [max(0, min(per, n - lo)) for n in send_elems]
+            r_counts = [max(0, min(per, n - lo)) for n in recv_elems]
+            ptrs = [a + lo * item if c else a for a, c in zip(addrs, s_counts)]
+            _C.alltoall(ptrs, s_counts, self._stage_addr, r_counts, item, False, 0, self._team)
+            write(view, lo, r_counts)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+        opts = opts or dist.AllToAllOptions()
+        _check_cpu((output, input), "all_to_all_single")
+        if output.dtype != input.dtype:
+            raise TypeError(f"hpshmem all_to_all_single: input ({input.dtype}) and output ({output.dtype}) differ")
+        w = self._w
+        uneven = bool(output_split_sizes) or bool(input_split_sizes)
+        send = self._splits(input, input_split_sizes, "input_split_sizes")
+        recv = self._splits(output, output_split_sizes, "output_split_sizes")
+        src = input.reshape(-1) if input.is_contiguous() else input.reshape(-1).contiguous()
+        sends, off = [], 0
+        for n in send:
+            sends.append(src[off:off + n] if n else None)
+            off += n
+        f = _Flat(output, False)
+        starts, o = [], 0
+        for n in recv:
+            starts.append(o)
+            o += n
+
+        def write(view, lo, counts):
+            pos = 0
+            for q, c in enumerate(counts):
+                if c:
+                    f.flat[starts[q] + lo:starts[q] + lo + c].copy_(view[pos:pos + c])
+                pos += c
+
+        self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven)
+        f.done()
+        del w
+        return _done([output], opts)
+
+    all_to_all_single = alltoall_base
+
+    def _splits(self, t: torch.Tensor, splits, name: str):
+        """Elements per group rank of `t` split along dim 0 (even when `splits` is empty)."""
+        w = self._w
+        if not splits:
+            if t.dim() == 0 or t.shape[0] % w:
+                raise ValueError(f"hpshmem all_to_all_single: dim 0 of size "
+                                 f"{t.shape[0] if t.dim() else 0} does not split evenly over {w} ranks")
+            return [t.numel() // w] * w
+        if len(splits) != w:
+            raise ValueError(f"hpshmem all_to_all_single: {name} has {len(splits)} entries for {w} ranks")
+        if any(s < 0 for s in splits) or sum(splits) != (t.shape[0] if t.dim() else 0):
+            raise ValueError(f"hpshmem all_to_all_single: {name} {list(splits)} must be non-negative and add up "
+                             f"to dim 0 ({t.shape[0] if t.dim() else 0})")
+        row = t[0].numel() if t.dim() and t.shape[0] else (t.numel() // max(1, t.shape[0]) if t.dim() else 1)
+        if t.dim() and t.shape[0] == 0:
+            row = 1
+            for d in t.shape[1:]:
+                row *= d
+        return [s * row for s in splits]
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        opts = opts or dist.AllToAllOptions()
+        w = self._w
+        if len(output_tensors) != w or len(input_tensors) != w:
+            raise ValueError(f"hpshmem all_to_all: {w} input and {w} output tensors expected")
+        _check_cpu(list(output_tensors) + list(input_tensors), "all_to_all")
+        dtype = input_tensors[0].dtype
+        for t in list(output_tensors) + list(input_tensors):
+            if t.dtype != dtype:
+                raise TypeError(f"hpshmem all_to_all: every tensor must have one dtype ({dtype}), got {t.dtype}")
+        sends = [t.reshape(-1).contiguous() if t.numel() else None for t in input_tensors]
+        outs = [_Flat(t, False) for t in output_tensors]
+        recv = [t.numel() for t in output_tensors]
+
+        def write(view, lo, counts):
+            pos = 0
+            for q, c in enumerate(counts):
+                if c:
+                    outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
+                pos += c
+
+        self._alltoall_flat(sends, [t.numel() for t in input_tensors], recv, dtype,
+                            input_tensors[0].element_size(), write, True)
+        for f in outs:
+            f.done()
+        return _done(output_tensors, opts)
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        opts = opts or dist.GatherOptions()
+        inp = _one(input_tensors, "gather")
+        root = opts.rootRank
+        self._check_root(root, "gather")
+        w, n = self._w, inp.numel()
+        me_root = root == self._me
+        outs = []
+        if me_root:
+            if len(output_lists) != 1 or len(output_lists[0]) != w:
+                raise ValueError(f"hpshmem gather: the root needs one output list of {w} tensors")
+            _check_cpu(output_lists[0], "gather")
+            for p, o in enumerate(output_lists[0]):
+                if o.numel() != n or o.dtype != inp.dtype:
+                    raise ValueError(f"hpshmem gather: output_list[{p}] has {o.numel()} elements of {o.dtype}, "
+                                     f"the input {n} of {inp.dtype}")
+            outs = [_Flat(o, False) for o in output_lists[0]]
+        src = inp.reshape(-1).contiguous()
+        sends = [src if p == root and n else None for p in range(w)]
+        send = [n if p == root else 0 for p in range(w)]
+        recv = [n if me_root else 0] * w
+
+        def write(view, lo, counts):
+            pos = 0
+            for q, c in enumerate(counts):
+                if c:
+                    outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
+                pos += c
+
+        self._alltoall_flat(sends, send, recv, inp.dtype, inp.element_size(), write, False)
+        for f in outs:
+            f.done()
+        return _done(output_lists, opts)
+
+    def scatter(self, output_tensors, input_lists, opts=None):
+        opts = opts or dist.ScatterOptions()
+        out = _one(output_tensors, "scatter")
+        root = opts.rootRank
+        self._check_root(root, "scatter")
+        w, n = self._w, out.numel()
+        me_root = root == self._me
+        sends = [None] * w
+        if me_root:
+            if len(input_lists) != 1 or len(input_lists[0]) != w:
+                raise ValueError(f"hpshmem scatter: the root needs one input list of {w} tensors")
+            _check_cpu(input_lists[0], "scatter")
+            for p, t in enumerate(input_lists[0]):
+                if t.numel() != n or t.dtype != out.dtype:
+                    raise ValueError(f"hpshmem scatter: input_list[{p}] has {t.numel()} elements of {t.dtype}, "
+                                     f"the output {n} of {out.dtype}")
+            sends = [t.reshape(-1).contiguous() if n else None for t in input_lists[0]]
+        send = [n if me_root else 0] * w
+        recv = [n if p == root else 0 for p in range(w)]
+        f = _Flat(out, False)
+
+        def write(view, lo, counts):
+            c = counts[root]
+            if c:
+                f.flat[lo:lo + c].copy_(view[:c])
+
+        self._alltoall_flat(sends, send, recv, out.dtype, out.element_size(), write, False)
+        f.done()
+        return _done(output_tensors, opts)
+
+    # ------------------------------------------------------------------ synchronization
+    def barrier(self, opts=None):
+        opts = opts or dist.BarrierOptions()
+        if self._team == 0:
+            _C.barrier()
+        else:
+            _C.team_barrier(self._team)
+        return _done([], opts)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
+        self.barrier()
+
+    # ------------------------------------------------------------------ point to point
+    def send(self, tensors, dst: int, tag: int = 0):
+        t = _one(tensors, "send")
+        return self._p2p.send(t, dst, tag, self._coalescing)
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        t = _one(tensors, "recv")
+        return self._p2p.recv(t, src, tag, self._coalescing)
+
+    def recv_anysource(self, tensors, tag: int = 0):
+        t = _one(tensors, "recv_anysource")
+        return self._p2p.recv(t, -1, tag, self._coalescing)
+
+    def _start_coalescing(self, device=None):
+        self._coalescing = []
+
+    def _end_coalescing(self, device=None):
+        works, self._coalescing = self._coalescing or [], None
+        from hyper_parallel.platform.torch.distributed.p2p import BatchWork
+
+        return BatchWork(works)
+
+    # ------------------------------------------------------------------ lifecycle
+    def shutdown(self):
+        if self._closed:
+            return
+        self._closed = True
+        self._p2p.close()
+        _release_slot(self._slot, self._team == 0)  # team 0: the default group, whose end ends the arena
+
+    def abort(self):
+        self.shutdown()
+
+    def _set_sequence_number_for_group(self):
+        pass
