@@ -86,6 +86,8 @@ class P2PWork(dist.Work):
             self.wait()
         return self.source
 
+    _source_rank = source_rank  # the name dist.recv calls
+
     def result(self):
         return [self._tensor]
 

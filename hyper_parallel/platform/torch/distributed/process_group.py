@@ -252,7 +252,8 @@ def _one(tensors, what: str) -> torch.Tensor:
 
 def _op_value(red) -> int:
     """torch's op as an int, from a ReduceOp object (what options hold) or a RedOpType."""
-    return (red.op if isinstance(red, dist.ReduceOp) else red).value
+    op = getattr(red, "op", None)  # (a RedOpType passes isinstance(_, ReduceOp) too)
+    return (red if op is None else op).value
 
 
 def _reduce_codes(t: torch.Tensor, red, what: str):
@@ -383,6 +384,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 _C.allreduce(self._stage_addr, n, dcode, op, 0, self._team, addr,
                              addr if root < 0 or root == self._me else 0)
                 return
+        f = _Flat(src, True)
         addr = f.flat.data_ptr()
         per = self._stage_bytes // item
         keep = root < 0 or root == self._me
