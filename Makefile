@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install test test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
+.PHONY: all build build-cpp install test test-full test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
 
 all: build
 
@@ -36,6 +36,13 @@ test-sanitize:
 	cmake --build build/tsan -j $(JOBS)
 	UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure
 
+# Everything `make test` runs, plus the heavy matrix (tests marked `full`: every dtype, size and layout of
+# the torch.distributed backend).
+test-full: build-cpp install
+	ctest --test-dir $(CPP_BUILD) --output-on-failure
+	$(PY) -m pytest tests/python tests/oshmem -q -m "full or not full"
+	$(MAKE) test-sanitize
+
 test-cpp: build-cpp
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
@@ -63,6 +70,7 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_hosts.py --repeat 2 --out bench-results/hosts.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json
 	$(PY) benchmarks/bench_oshmem.py --repeat 3 --out bench-results/oshmem.json
+	$(PY) benchmarks/bench_backend.py --repeat 2 --out bench-results/backend.json
 	$(PY) benchmarks/report.py bench-results
 
 demo: install

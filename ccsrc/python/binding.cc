@@ -282,12 +282,22 @@ NB_MODULE(_hpshmem, m) {
   }, nb::arg("extra"), nb::arg("team") = 0);
   m.def("coll_consumed", [](int peer, int team) { Check(hpshmem::ops::CollectiveConsumed(peer, team)); },
         nb::arg("peer"), nb::arg("team") = 0);
-  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim, int team) {
-    NoGil([&] { return hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim, team); });
+  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim, int team,
+                        uintptr_t copy_to) {
+    NoGil([&] {
+      Status s = hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim, team);
+      if (!s.ok() || !copy_to) return s;
+      hpshmem::TeamView v;
+      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
+      return CopyOut(copy_to, out, bytes * static_cast<size_t>(v.size));
+    });
   }, nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0,
-     nb::arg("team") = 0);
+     nb::arg("team") = 0, nb::arg("copy_to") = 0,
+     "Collective: symmetric `out` (W * bytes) = every member's `input`; `copy_to` (0: none): where `out` is "
+     "copied too, for a front end staging a user's tensor through the heap.");
   m.def("alltoall", [](const std::vector<uintptr_t>& sends, const std::vector<int64_t>& send_elems, uintptr_t recv,
-                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim, int team) {
+                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim, int team,
+                       uintptr_t copy_to) {
     hpshmem::TeamView v;
     Check(hpshmem::GetTeam(team, &v));
     size_t w = static_cast<size_t>(v.size);
@@ -296,11 +306,15 @@ NB_MODULE(_hpshmem, m) {
     std::vector<const void*> ptrs(w);
     for (size_t i = 0; i < w; ++i) ptrs[i] = P(sends[i]);
     NoGil([&] {
-      return hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
-                                    block_dim, team);
+      Status s = hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
+                                        block_dim, team);
+      size_t total = 0;
+      for (int64_t n : recv_elems) total += static_cast<size_t>(n);
+      return s.ok() ? CopyOut(copy_to, recv, total * itemsize) : s;
     });
   }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
-     nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0);
+     nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0, nb::arg("copy_to") = 0,
+     "`copy_to` (0: none): where the received pieces (packed by source) are copied too.");
   m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team, uintptr_t src,
                         uintptr_t out) {
     NoGil([&] {
@@ -316,13 +330,23 @@ NB_MODULE(_hpshmem, m) {
      "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
      "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm. `src` (an address, 0: none): reduce every rank's "
      "`src` instead, `data` then being its staging copy; `out` (0: none): where the result is copied too.");
-  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team) {
+  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team, uintptr_t src) {
     NoGil([&] {
+      if (src) {  // staged: nobody reads `in` between calls (each call waits for its readers before it returns)
+        hpshmem::TeamView v;
+        HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
+        size_t item = hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype));
+        if (!hpshmem::IsSymmetric(P(in), count * item * static_cast<size_t>(v.size)))
+          return Status::InvalidArgument("reduce_scatter: the staging input is not symmetric");
+        CopyOut(in, src, count * item * static_cast<size_t>(v.size));
+      }
       return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
                                          static_cast<hpshmem::ops::ReduceOp>(op), team);
     });
   }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("team") = 0,
-     "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count).");
+     nb::arg("src") = 0,
+     "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count). "
+     "`src` (0: none): W*count elements copied into `input` first (a front end's staging).");
   m.def("broadcast", [](uintptr_t data, size_t bytes, int root, int team, uintptr_t src, uintptr_t out) {
     NoGil([&] {
       Status s = hpshmem::ops::Broadcast(P(data), bytes, root, team, src ? P(src) : nullptr);

@@ -487,9 +487,13 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                              f"= {self._w} x {n}")
         inp = self._premul(red, inp)
         dcode, op, _ = _reduce_codes(out, red, what)
-        if self._symmetric(inp) and out.is_contiguous():
-            _C.reduce_scatter(out.data_ptr(), inp.data_ptr(), n, dcode, op, self._team)
-            return
+        if out.is_contiguous() and inp.is_contiguous():
+            if self._symmetric(inp):
+                _C.reduce_scatter(out.data_ptr(), inp.data_ptr(), n, dcode, op, self._team)
+                return
+            if inp.numel() * inp.element_size() <= self._stage_bytes:  # one staged call, copies in C++
+                _C.reduce_scatter(out.data_ptr(), self._stage_addr, n, dcode, op, self._team, inp.data_ptr())
+                return
         src = inp.reshape(self._w, n)
         self._reduce_scatter_one(out, lambda v, off, k: v.copy_(src[:, off:off + k]), red, what)
 
@@ -608,6 +612,11 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         if out.numel() != n * self._w:
             raise ValueError(f"hpshmem {what}: output has {out.numel()} elements, expected group size x input "
                              f"= {self._w} x {n}")
+        if out.is_contiguous() and inp.is_contiguous() and out.numel() * out.element_size() <= self._stage_bytes:
+            # One staged call: the gathered bytes are copied out in C++.
+            _C.allgather(self._stage_addr, inp.data_ptr(), n * inp.element_size(), False, 0, self._team,
+                         out.data_ptr())
+            return
         f = _Flat(out, False)
         dst = f.flat.view(self._w, n)
         self._allgather_flat(inp, lambda v, off, k: dst[:, off:off + k].copy_(v), what)
@@ -666,6 +675,14 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         uneven = bool(output_split_sizes) or bool(input_split_sizes)
         send = self._splits(input, input_split_sizes, "input_split_sizes")
         recv = self._splits(output, output_split_sizes, "output_split_sizes")
+        item = input.element_size()
+        if (not uneven and input.is_contiguous() and output.is_contiguous()
+                and output.numel() * item <= self._stage_bytes):
+            # Even splits that fit the staging: one call, the pieces copied out in C++.
+            n, a = send[0], input.data_ptr()
+            _C.alltoall([a + p * n * item for p in range(w)], send, self._stage_addr, recv, item, False, 0,
+                        self._team, output.data_ptr())
+            return _done([output], opts)
         src = input.reshape(-1) if input.is_contiguous() else input.reshape(-1).contiguous()
         sends, off = [], 0
         for n in send:
