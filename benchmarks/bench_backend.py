@@ -98,7 +98,6 @@ def _step_time(step, steps):
 
 def _models(rank, world, rec, quick):
     import torch
-    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -146,7 +145,6 @@ def _models(rank, world, rec, quick):
         topt.step()
 
     rec("tp step (MLP 512-2048-512)", 0, _step_time(tp_step, steps))
-    del dist
 
 
 def _job(world, backend, sizes, quick, tmp):

@@ -220,7 +220,6 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
                 if rank == root else None, root)
             assert torch.equal(out, data(("sc",) + key + (rank,), (n,), dtype)), f"scatter {dtype} n={n}"
             run(dist.barrier)
-    del pending
     dist.destroy_process_group()
     print("OK", flush=True)
 
@@ -299,7 +298,7 @@ def scenario_groups(rank, world, port):
     evens = dist.new_group([r for r in range(world) if r % 2 == 0])
     odds = dist.new_group([r for r in range(world) if r % 2 == 1])
     low = dist.new_group([0, 1])
-    single = dist.new_group([rank]) if False else None
+    single = None
     mine = evens if rank % 2 == 0 else odds
     members = [r for r in range(world) if r % 2 == rank % 2]
     sub, _ = dist.new_subgroups(2)

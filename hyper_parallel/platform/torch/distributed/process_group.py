@@ -145,7 +145,6 @@ def _int_setting(var: str, default: int) -> int:
 def _start_runtime(store, rank: int, world: int, timeout: datetime.timedelta):
     """Initializes the runtime among the default group's ranks through the store torch handed us."""
     global _owns_runtime
-    from hyper_parallel.core.symmetric_memory import _state as state_module
     from hyper_parallel.core.symmetric_memory._state import _bootstrap_host, _state
 
     with _state.lock:
@@ -164,7 +163,6 @@ def _start_runtime(store, rank: int, world: int, timeout: datetime.timedelta):
         _C.init(rank, world, uid, "", timeout_sec=seconds)
         _state.world = _C.n_pes()
         _owns_runtime = True
-    del state_module
 
 
 def _agree_slot(store, group_rank: int, group_size: int) -> int:
@@ -293,6 +291,19 @@ class _Flat:
     def done(self):
         if self.flat.data_ptr() != self.t.data_ptr() or not self.t.is_contiguous():
             self.t.copy_(self.flat.view(self.t.shape))
+
+
+def _into_pieces(outs):
+    """The writer of an all-to-all round whose pieces land in separate outputs: source q's `c` elements,
+    packed in the staging by source, go to elements [lo, lo + c) of ``outs[q]`` (a _Flat)."""
+    def write(view, lo, counts):
+        pos = 0
+        for q, c in enumerate(counts):
+            if c:
+                outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
+            pos += c
+
+    return write
 
 
 class HpshmemProcessGroup(dist.ProcessGroup):
@@ -703,7 +714,6 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
         self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven)
         f.done()
-        del w
         return _done([output], opts)
 
     all_to_all_single = alltoall_base
@@ -742,13 +752,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         outs = [_Flat(t, False) for t in output_tensors]
         recv = [t.numel() for t in output_tensors]
 
-        def write(view, lo, counts):
-            pos = 0
-            for q, c in enumerate(counts):
-                if c:
-                    outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
-                pos += c
-
+        write = _into_pieces(outs)
         self._alltoall_flat(sends, [t.numel() for t in input_tensors], recv, dtype,
                             input_tensors[0].element_size(), write, True)
         for f in outs:
@@ -777,13 +781,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         send = [n if p == root else 0 for p in range(w)]
         recv = [n if me_root else 0] * w
 
-        def write(view, lo, counts):
-            pos = 0
-            for q, c in enumerate(counts):
-                if c:
-                    outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
-                pos += c
-
+        write = _into_pieces(outs)
         self._alltoall_flat(sends, send, recv, inp.dtype, inp.element_size(), write, False)
         for f in outs:
             f.done()
