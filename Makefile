@@ -16,11 +16,13 @@ build-cpp:
 install:
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 
-# C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest), then the C++
-# tests again under the sanitizers. Serial: every test is a multi-process job on a 2-core host.
+# C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest), one test of each
+# operation of torch's own distributed suite on the hpshmem backend, then the C++ tests again under
+# the sanitizers. Serial: every test is a multi-process job on a 2-core host.
 test: build-cpp install
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 	$(PY) -m pytest tests/python tests/oshmem -q
+	$(PY) -m pytest tests/torch_suite -q
 	$(MAKE) test-sanitize
 
 # The C++ suite (every layout) built with AddressSanitizer + UndefinedBehaviorSanitizer, then with
@@ -41,6 +43,7 @@ test-sanitize:
 test-full: build-cpp install
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 	$(PY) -m pytest tests/python tests/oshmem -q -m "full or not full"
+	HP_TORCH_SUITE=all $(PY) -m pytest tests/torch_suite -q -p no:cacheprovider
 	$(MAKE) test-sanitize
 
 test-cpp: build-cpp

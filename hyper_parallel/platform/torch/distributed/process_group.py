@@ -22,6 +22,7 @@ import threading
 
 import torch
 import torch.distributed as dist
+from torch._C import _distributed_c10d as _c10d
 from torch.futures import Future
 
 from hyper_parallel import _hpshmem as _C
@@ -414,7 +415,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 f.done()
 
     def allreduce(self, tensors, opts=None):
-        opts = opts or dist.AllreduceOptions()
+        opts = opts or _c10d.AllreduceOptions()
         t = _one(tensors, "allreduce")
         red = opts.reduceOp
         value = red.op.value
@@ -432,7 +433,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(tensors, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        opts = opts or dist.AllreduceCoalescedOptions()
+        opts = opts or _c10d.AllreduceCoalescedOptions()
         _check_cpu(tensors, "allreduce_coalesced")
         red = opts.reduceOp
         dtype = tensors[0].dtype if tensors else None
@@ -455,7 +456,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(tensors, opts)
 
     def reduce(self, tensors, opts=None):
-        opts = opts or dist.ReduceOptions()
+        opts = opts or _c10d.ReduceOptions()
         t = _one(tensors, "reduce")
         self._check_root(opts.rootRank, "reduce")
         self._allreduce_one(t, opts.reduceOp, root=opts.rootRank, what="reduce")
@@ -509,14 +510,14 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         self._reduce_scatter_one(out, lambda v, off, k: v.copy_(src[:, off:off + k]), red, what)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
-        opts = opts or dist.ReduceScatterOptions()
+        opts = opts or _c10d.ReduceScatterOptions()
         self._reduce_scatter_tensor(output, input, opts.reduceOp, "reduce_scatter_tensor")
         return _done([output], opts)
 
     reduce_scatter_single = _reduce_scatter_base
 
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
-        opts = opts or dist.ReduceScatterOptions()
+        opts = opts or _c10d.ReduceScatterOptions()
         out = _one(output_tensors, "reduce_scatter")
         if len(input_lists) != 1 or len(input_lists[0]) != self._w:
             raise ValueError(f"hpshmem reduce_scatter: one input list of group size {self._w} tensors expected")
@@ -537,7 +538,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(output_tensors, opts)
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-        opts = opts or dist.ReduceScatterOptions()
+        opts = opts or _c10d.ReduceScatterOptions()
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_tensor(o, i, opts.reduceOp, "reduce_scatter_tensor_coalesced")
         return _done(outputs, opts)
@@ -550,7 +551,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             raise ValueError(f"hpshmem {what}: root {root} is not a rank of this group of {self._w}")
 
     def broadcast(self, tensors, opts=None):
-        opts = opts or dist.BroadcastOptions()
+        opts = opts or _c10d.BroadcastOptions()
         t = _one(tensors, "broadcast")
         root = opts.rootRank
         self._check_root(root, "broadcast")
@@ -594,7 +595,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 break
 
     def allgather(self, output_lists, input_tensors, opts=None):
-        opts = opts or dist.AllgatherOptions()
+        opts = opts or _c10d.AllgatherOptions()
         inp = _one(input_tensors, "allgather")
         if len(output_lists) != 1 or len(output_lists[0]) != self._w:
             raise ValueError(f"hpshmem allgather: one output list of group size {self._w} tensors expected")
@@ -634,14 +635,14 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         f.done()
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
-        opts = opts or dist.AllgatherOptions()
+        opts = opts or _c10d.AllgatherOptions()
         self._allgather_into(output, input, "all_gather_into_tensor")
         return _done([output], opts)
 
     all_gather_single = _allgather_base
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        opts = opts or dist.AllgatherOptions()
+        opts = opts or _c10d.AllgatherOptions()
         for o, i in zip(outputs, inputs):
             self._allgather_into(o, i, "allgather_into_tensor_coalesced")
         return _done(outputs, opts)
@@ -649,9 +650,15 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
-        opts = opts or dist.AllgatherOptions()
-        for outs, inp in zip(output_lists, input_list):
-            self.allgather([outs], [inp], dist.AllgatherOptions())
+        opts = opts or _c10d.AllgatherOptions()
+        # output_lists[r][i]: rank r's copy of input i
+        if len(output_lists) != self._w or any(len(outs) != len(input_list) for outs in output_lists):
+            raise ValueError(f"hpshmem all_gather_coalesced: {self._w} output lists of {len(input_list)} tensors "
+                             f"expected")
+        sync = _c10d.AllgatherOptions()
+        sync.asyncOp = False
+        for i, inp in enumerate(input_list):
+            self.allgather([[outs[i] for outs in output_lists]], [inp], sync)
         return _done(output_lists, opts)
 
     # ------------------------------------------------------------------ all-to-all, gather, scatter
@@ -678,7 +685,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             write(view, lo, r_counts)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
-        opts = opts or dist.AllToAllOptions()
+        opts = opts or _c10d.AllToAllOptions()
         _check_cpu((output, input), "all_to_all_single")
         if output.dtype != input.dtype:
             raise TypeError(f"hpshmem all_to_all_single: input ({input.dtype}) and output ({output.dtype}) differ")
@@ -739,7 +746,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return [s * row for s in splits]
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
-        opts = opts or dist.AllToAllOptions()
+        opts = opts or _c10d.AllToAllOptions()
         w = self._w
         if len(output_tensors) != w or len(input_tensors) != w:
             raise ValueError(f"hpshmem all_to_all: {w} input and {w} output tensors expected")
@@ -760,7 +767,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(output_tensors, opts)
 
     def gather(self, output_lists, input_tensors, opts=None):
-        opts = opts or dist.GatherOptions()
+        opts = opts or _c10d.GatherOptions()
         inp = _one(input_tensors, "gather")
         root = opts.rootRank
         self._check_root(root, "gather")
@@ -788,7 +795,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(output_lists, opts)
 
     def scatter(self, output_tensors, input_lists, opts=None):
-        opts = opts or dist.ScatterOptions()
+        opts = opts or _c10d.ScatterOptions()
         out = _one(output_tensors, "scatter")
         root = opts.rootRank
         self._check_root(root, "scatter")
@@ -819,7 +826,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ synchronization
     def barrier(self, opts=None):
-        opts = opts or dist.BarrierOptions()
+        opts = opts or _c10d.BarrierOptions()
         if self._team == 0:
             _C.barrier()
         else:
