@@ -519,15 +519,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
         opts = opts or _c10d.ReduceScatterOptions()
         out = _one(output_tensors, "reduce_scatter")
-        if len(input_lists) != 1 or len(input_lists[0]) != self._w:
-            raise ValueError(f"hpshmem reduce_scatter: one input list of group size {self._w} tensors expected")
-        ins = [self._premul(opts.reduceOp, t) for t in input_lists[0]]
-        _check_cpu(ins, "reduce_scatter")
-        n = out.numel()
-        for p, t in enumerate(ins):
-            if t.numel() != n or t.dtype != out.dtype:
-                raise ValueError(f"hpshmem reduce_scatter: input_list[{p}] has {t.numel()} elements of {t.dtype}, "
-                                 f"the output {n} of {out.dtype}")
+        pieces = self._pieces(input_lists, out, "reduce_scatter", "input_list",
+                              f"one input list of group size {self._w} tensors expected")
+        ins = [self._premul(opts.reduceOp, t) for t in pieces]
         flats = [t.reshape(-1) for t in ins]
 
         def rows(v, off, k):
@@ -546,6 +540,20 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     # ------------------------------------------------------------------ broadcast and gathers
+    def _pieces(self, lists, like: torch.Tensor, what: str, name: str, need: str):
+        """``lists[0]``, checked: one CPU tensor per group rank, each with `like`'s elements and dtype.
+        `name` is "input_list" or "output_list" (for the messages); `need` says what was expected."""
+        if len(lists) != 1 or len(lists[0]) != self._w:
+            raise ValueError(f"hpshmem {what}: {need}")
+        pieces = lists[0]
+        _check_cpu(pieces, what)
+        n, other = like.numel(), "output" if name == "input_list" else "input"
+        for p, t in enumerate(pieces):
+            if t.numel() != n or t.dtype != like.dtype:
+                raise ValueError(f"hpshmem {what}: {name}[{p}] has {t.numel()} elements of {t.dtype}, "
+                                 f"the {other} {n} of {like.dtype}")
+        return pieces
+
     def _check_root(self, root: int, what: str):
         if not 0 <= root < self._w:
             raise ValueError(f"hpshmem {what}: root {root} is not a rank of this group of {self._w}")
@@ -597,14 +605,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     def allgather(self, output_lists, input_tensors, opts=None):
         opts = opts or _c10d.AllgatherOptions()
         inp = _one(input_tensors, "allgather")
-        if len(output_lists) != 1 or len(output_lists[0]) != self._w:
-            raise ValueError(f"hpshmem allgather: one output list of group size {self._w} tensors expected")
-        outs = output_lists[0]
-        _check_cpu(outs, "allgather")
-        for p, o in enumerate(outs):
-            if o.numel() != inp.numel() or o.dtype != inp.dtype:
-                raise ValueError(f"hpshmem allgather: output_list[{p}] has {o.numel()} elements of {o.dtype}, "
-                                 f"the input {inp.numel()} of {inp.dtype}")
+        outs = self._pieces(output_lists, inp, "allgather", "output_list",
+                            f"one output list of group size {self._w} tensors expected")
         flats = [_Flat(o, False) for o in outs]
 
         def write(v, off, k):
@@ -775,14 +777,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         me_root = root == self._me
         outs = []
         if me_root:
-            if len(output_lists) != 1 or len(output_lists[0]) != w:
-                raise ValueError(f"hpshmem gather: the root needs one output list of {w} tensors")
-            _check_cpu(output_lists[0], "gather")
-            for p, o in enumerate(output_lists[0]):
-                if o.numel() != n or o.dtype != inp.dtype:
-                    raise ValueError(f"hpshmem gather: output_list[{p}] has {o.numel()} elements of {o.dtype}, "
-                                     f"the input {n} of {inp.dtype}")
-            outs = [_Flat(o, False) for o in output_lists[0]]
+            pieces = self._pieces(output_lists, inp, "gather", "output_list",
+                                  f"the root needs one output list of {w} tensors")
+            outs = [_Flat(o, False) for o in pieces]
         src = inp.reshape(-1).contiguous()
         sends = [src if p == root and n else None for p in range(w)]
         send = [n if p == root else 0 for p in range(w)]
@@ -803,14 +800,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         me_root = root == self._me
         sends = [None] * w
         if me_root:
-            if len(input_lists) != 1 or len(input_lists[0]) != w:
-                raise ValueError(f"hpshmem scatter: the root needs one input list of {w} tensors")
-            _check_cpu(input_lists[0], "scatter")
-            for p, t in enumerate(input_lists[0]):
-                if t.numel() != n or t.dtype != out.dtype:
-                    raise ValueError(f"hpshmem scatter: input_list[{p}] has {t.numel()} elements of {t.dtype}, "
-                                     f"the output {n} of {out.dtype}")
-            sends = [t.reshape(-1).contiguous() if n else None for t in input_lists[0]]
+            pieces = self._pieces(input_lists, out, "scatter", "input_list",
+                                  f"the root needs one input list of {w} tensors")
+            sends = [t.reshape(-1).contiguous() if n else None for t in pieces]
         send = [n if me_root else 0] * w
         recv = [n if p == root else 0 for p in range(w)]
         f = _Flat(out, False)
