@@ -260,6 +260,8 @@ NB_MODULE(_hpshmem, m) {
     Check(hpshmem::GetTeam(team, &v));
     return nb::make_tuple(v.me, std::vector<int>(v.pes, v.pes + v.size));
   }, nb::arg("team"), "(this rank's team rank, the members' global ranks).");
+  m.def("set_thread_wait_timeout", &hpshmem::SetThreadWaitTimeout, nb::arg("seconds"),
+        "Bounds this thread's waits by `seconds` (<= 0: the job's timeout); returns the previous setting.");
   m.def("team_barrier", [](int team) { NoGil([&] { return hpshmem::ops::TeamBarrier(team); }); }, nb::arg("team"));
 
   // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.

@@ -55,6 +55,44 @@ TEST(Failure, TimeoutNamesRankSignalRelationAndLastValue) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// A thread's own limit (a process group's timeout) bounds its waits and says so;
+// the thread's other waits, and other threads' waits, keep the job's limit.
+TEST(Failure, ThreadWaitTimeoutBoundsThatThreadsWaitsOnly) {
+  JobOptions o;
+  o.timeout_sec = 30;
+  auto r = RunJob(2, [](int rank, int) {
+    void* p;
+    RCHECK_OK(hpshmem::Calloc(2, sizeof(int64_t), &p));
+    auto* sig = static_cast<int64_t*>(p);
+    RCHECK_OK(hpshmem::Barrier());
+    if (rank == 1) {
+      auto t0 = std::chrono::steady_clock::now();
+      hpshmem::Status s;
+      {
+        hpshmem::WaitTimeoutScope limit(0.4);
+        s = hpshmem::SignalWaitUntil(sig, SignalType::kInt64, Cmp::kEq, 1, nullptr, "group word");
+      }
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      RCHECK(s.code() == Code::kTimeout, s.ToString());
+      for (const char* part : {"group word", "timed out after 0.4 s", "the caller's timeout"})
+        RCHECK(s.message().find(part) != std::string::npos, std::string("missing '") + part + "' in: " + s.message());
+      RCHECK(dt >= 0.35 && dt < 5.0, "a 0.4 s limit took " + std::to_string(dt) + " s");
+      // Another thread, and this one after the scope, wait past 0.4 s for rank 0's signal.
+      std::thread other([&] {
+        RCHECK_OK(hpshmem::SignalWaitUntil(sig + 1, SignalType::kInt64, Cmp::kEq, 1, nullptr));
+      });
+      RCHECK(hpshmem::SetThreadWaitTimeout(0) == 0, "the scope restored the job's limit");
+      RCHECK_OK(hpshmem::SignalWaitUntil(sig + 1, SignalType::kInt64, Cmp::kEq, 1, nullptr));
+      other.join();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      RCHECK_OK(hpshmem::Signal(sig + 1, SignalType::kInt64, 1, SignalOp::kSet, 1));
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 // "Wait forever" and the longest finite timeout wait; they neither overflow
 // into an instant timeout nor hang once the signal comes.
 TEST(Failure, InfiniteAndLongestTimeoutsWaitForTheSignal) {

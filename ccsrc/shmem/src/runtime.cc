@@ -292,9 +292,25 @@ CallHold::~CallHold() { LeaveCall(); }
 
 namespace {
 thread_local int t_collective_depth = 0;
-}
+thread_local double t_wait_timeout_sec = 0;  // 0: the job's (config.timeout_sec)
+}  // namespace
 CollectiveScope::CollectiveScope() { ++t_collective_depth; }
 CollectiveScope::~CollectiveScope() { --t_collective_depth; }
+
+double SetThreadWaitTimeout(double seconds) {
+  double old = t_wait_timeout_sec;
+  t_wait_timeout_sec = seconds > 0 ? seconds : 0;
+  return old;
+}
+
+double WaitTimeoutSec(const Runtime* rt) {
+  return t_wait_timeout_sec > 0 ? t_wait_timeout_sec : rt->config.timeout_sec;
+}
+
+std::string WaitTimeoutSource() {
+  return t_wait_timeout_sec > 0 ? "the caller's timeout" : "HYPER_PARALLEL_SHMEM_TIMEOUT_SEC";
+}
+
 bool InCollective() { return t_collective_depth > 0; }
 
 std::mutex& LifecycleMutex() {

@@ -174,6 +174,11 @@ Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_
 
 // ---------------------------------------------------------------- waiting
 
+// The limit of this thread's waits, seconds (a WaitTimeoutScope's, else the
+// job's), and what set it, for the timeout message.
+double WaitTimeoutSec(const Runtime* rt);
+std::string WaitTimeoutSource();
+
 constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline this often
 
 // The wait loop shared by signal waits and barriers, on a word of this rank's
@@ -204,7 +209,8 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
         break;
     }
   }
-  const Deadline dl(rt->config.timeout_sec);
+  const double limit_sec = WaitTimeoutSec(rt);
+  const Deadline dl(limit_sec);
   const int64_t yield_ns = rt->slow_wait_ns.load(std::memory_order_relaxed) > 2 * (policy.spin_ns + policy.yield_ns)
                                ? policy.yield_ns / 8
                                : policy.yield_ns;
@@ -226,7 +232,7 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
     if (dl.Expired()) {
       if (ready()) return Status::OK();
       return Status::Timeout("rank " + std::to_string(rt->rank) + ": " + describe() + " timed out after " +
-                             Seconds(rt->config.timeout_sec) + " s (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)");
+                             Seconds(limit_sec) + " s (" + WaitTimeoutSource() + ")");
     }
     if (rt->closing.load(std::memory_order_acquire)) {
       return Status::NotInitialized("rank " + std::to_string(rt->rank) + ": " + describe() +

@@ -221,6 +221,24 @@ class CollectiveScope {
   CallHold hold_;
 };
 
+// Bounds the waits of the calling thread by `seconds` instead of the job's
+// HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (a torch process group made with a timeout
+// of its own); seconds <= 0 restores the job's. Returns the previous setting
+// (0: the job's). A wait that runs out fails with kTimeout as usual.
+double SetThreadWaitTimeout(double seconds);
+
+// SetThreadWaitTimeout for the scope's lifetime; scopes nest.
+class WaitTimeoutScope {
+ public:
+  explicit WaitTimeoutScope(double seconds) : saved_(SetThreadWaitTimeout(seconds)) {}
+  ~WaitTimeoutScope() { SetThreadWaitTimeout(saved_); }
+  WaitTimeoutScope(const WaitTimeoutScope&) = delete;
+  WaitTimeoutScope& operator=(const WaitTimeoutScope&) = delete;
+
+ private:
+  double saved_;
+};
+
 // Collective over the n members only (ranks not in `pes` take no part and
 // never block): creates the team of the distinct global ranks pes[0..n), this
 // rank among them, and returns its id. Members that share teams must create
