@@ -74,7 +74,7 @@ TEST(Failure, ThreadWaitTimeoutBoundsThatThreadsWaitsOnly) {
       }
       double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       RCHECK(s.code() == Code::kTimeout, s.ToString());
-      for (const char* part : {"group word", "timed out after 0.4 s", "the caller's timeout"})
+      for (const char* part : {"group word", "timed out after 0.4 s", "the thread's own timeout set by its caller"})
         RCHECK(s.message().find(part) != std::string::npos, std::string("missing '") + part + "' in: " + s.message());
       RCHECK(dt >= 0.35 && dt < 5.0, "a 0.4 s limit took " + std::to_string(dt) + " s");
       // Another thread, and this one after the scope, wait past 0.4 s for rank 0's signal.

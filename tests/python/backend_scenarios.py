@@ -506,6 +506,155 @@ def scenario_mismatch(rank, world, port):
     print("OK", flush=True)
 
 
+def scenario_chunked_mismatch(rank, world, port, only=None):
+    """Calls larger than the staging, whose ranks' totals differ though their first chunks are equal (or one
+    rank's tensor is exactly one chunk and fits the staging, beside ranks that chunk): CollectiveMismatchError
+    on every rank before anything is written (outputs keep their poison, in-place tensors their values), and
+    the group goes on. `only`: the cases to try, as "op/how" names (all by default)."""
+    init(rank, world, port)
+    from hyper_parallel import _hpshmem as _C
+
+    w = world
+    stage = dist.group.WORLD._stage_bytes  # bytes one call stages (the group is the backend itself)
+    item = 4  # float32
+    one_chunk = {"all_reduce": stage // item, "broadcast": stage // item}  # elements of one chunk, per rank
+    for op in ("reduce_scatter_tensor", "all_gather_into_tensor", "all_to_all_single", "gather", "scatter"):
+        one_chunk[op] = stage // (item * w)
+    poison = float(POISON)
+
+    def run(op, n, kept):
+        """`op` on this rank's n elements (per rank, or per pair); each tensor the call may write goes into
+        `kept` first, with a copy of what it holds."""
+        def keep(*ts):
+            kept.extend((t, t.clone()) for t in ts)
+            return ts[0] if len(ts) == 1 else ts
+
+        if op == "all_reduce":
+            dist.all_reduce(keep(torch.arange(n, dtype=torch.float32) + rank))
+        elif op == "broadcast":
+            dist.broadcast(keep(torch.arange(n, dtype=torch.float32) if rank == 0 else torch.full((n,), poison)), 0)
+        elif op == "reduce_scatter_tensor":
+            dist.reduce_scatter_tensor(*keep(torch.full((n,), poison), torch.ones(w * n)))
+        elif op == "all_gather_into_tensor":
+            dist.all_gather_into_tensor(keep(torch.full((w * n,), poison)), torch.ones(n))
+        elif op == "all_to_all_single":
+            dist.all_to_all_single(keep(torch.full((w * n,), poison)), torch.ones(w * n))
+        elif op == "gather":
+            outs = [keep(torch.full((n,), poison)) for _ in range(w)] if rank == 0 else None
+            dist.gather(torch.ones(n), outs, 0)
+        elif op == "scatter":
+            dist.scatter(keep(torch.full((n,), poison)), [torch.ones(n) for _ in range(w)] if rank == 0 else None, 0)
+        else:
+            raise AssertionError(op)
+
+    def expect_mismatch(what, fn):
+        try:
+            fn()
+        except _C.CollectiveMismatchError as e:
+            return str(e)
+        raise AssertionError(f"{what}: no CollectiveMismatchError on rank {rank}")
+
+    for op, chunk in one_chunk.items():
+        # every rank chunks, totals differ (rank 1's is larger), first chunks equal; then rank 0 exactly one
+        # chunk (a single call that fits the staging), the others 40000 elements (chunked)
+        for how, n in (("different totals", 40000 + 10000 * (rank == 1)),
+                       ("one rank fits", chunk if rank == 0 else 40000)):
+            assert n > chunk or how == "one rank fits"
+            if only is not None and f"{op}/{how}" not in only:
+                continue
+            kept = []
+            msg = expect_mismatch(f"{op} ({how})", lambda: run(op, n, kept))
+            assert kept or (op == "gather" and rank != 0), op
+            for got, want in kept:
+                assert torch.equal(got, want), f"{op} ({how}): rank {rank} had a tensor written ({got[:4]}...)"
+            if rank != 0 or how == "different totals":  # ranks that chunk say what they saw
+                assert "disagree" in msg, msg
+    if only is None or "all_to_all_single/uneven" in only:
+        # uneven splits whose pair (1 -> 0) disagrees only in its last round; rows of one element
+        big = 30000
+        out_rows = [big + (rank == 0 and p == 1) for p in range(w)]
+        out = torch.full((sum(out_rows),), poison)
+        msg = expect_mismatch("uneven all_to_all_single",
+                              lambda: dist.all_to_all_single(out, torch.ones(w * big), out_rows, [big] * w))
+        assert torch.equal(out, torch.full_like(out, poison)), f"uneven all_to_all_single: rank {rank} was written"
+        assert "disagree" in msg and "expects" in msg, msg
+    # the group goes on: correct chunked and single calls
+    t = torch.arange(40000, dtype=torch.float32) + rank
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.arange(40000, dtype=torch.float32) * w + sum(range(w)))
+    out = torch.full((w * 40000,), poison)
+    dist.all_gather_into_tensor(out, torch.full((40000,), float(rank)))
+    assert torch.equal(out, torch.arange(w, dtype=torch.float32).repeat_interleave(40000))
+    out = torch.full((w * 40000,), poison)
+    dist.all_to_all_single(out, torch.full((w * 40000,), float(rank)))
+    assert torch.equal(out, torch.arange(w, dtype=torch.float32).repeat_interleave(40000))
+    t = torch.ones(5)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((5,), float(w)))
+    dist.barrier()
+    dist.destroy_process_group()
+    print("OK", flush=True)
+
+
+def scenario_timeouts(rank, world, port):
+    """A group made with a timeout of its own bounds its waits by it (other groups keep the job's);
+    monitored_barrier names the rank that did not come, on rank 0, and fails the others."""
+    import datetime
+
+    from hyper_parallel import _hpshmem as _C
+
+    init(rank, world, port)
+    w = dist.get_world_size()
+    # (A barrier that timed out leaves its group unusable: the timed group is not the world.)
+    quick = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=1))
+    if rank < 2:
+        t = torch.full((7,), float(rank + 1))
+        dist.all_reduce(t, group=quick)
+        assert torch.equal(t, torch.full((7,), 3.0)), t
+    if rank == 0:  # alone in the group's barrier: its own 1 s runs out, not the job's
+        t0 = time.monotonic()
+        try:
+            dist.barrier(group=quick)
+        except _C.ShmemTimeoutError as e:
+            took = time.monotonic() - t0
+            assert 0.9 <= took < 6, took
+            assert "timed out after 1 s" in str(e) and " timeout " in str(e), e
+        else:
+            raise AssertionError("a lone barrier in a group with a 1 s timeout did not time out")
+    else:
+        time.sleep(2.5)  # the world's waits outlast the 1 s of the other group
+    t = torch.full((5,), float(rank))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((5,), float(sum(range(w))))), t
+
+    pg = dist.distributed_c10d._get_default_group()
+    pg.monitored_barrier(datetime.timedelta(seconds=5))
+    pg.monitored_barrier(datetime.timedelta(seconds=5), wait_all_ranks=True)
+    absent = w - 1
+    if rank != absent:
+        try:
+            pg.monitored_barrier(datetime.timedelta(seconds=1))
+        except RuntimeError as e:
+            want = f"Rank {absent} failed to pass monitoredBarrier" if rank == 0 else \
+                f"Rank {rank} successfully reached monitoredBarrier"
+            assert want in str(e), e
+        else:
+            raise AssertionError(f"rank {absent} stayed away, yet the monitored barrier passed")
+    dist.barrier()
+    if rank == 0:  # every other rank away, each given the whole timeout
+        try:
+            pg.monitored_barrier(datetime.timedelta(seconds=0.5), wait_all_ranks=True)
+        except RuntimeError as e:
+            assert f"Ranks {', '.join(map(str, range(1, w)))} failed to pass monitoredBarrier" in str(e), e
+        else:
+            raise AssertionError("nobody came, yet the monitored barrier passed")
+    dist.barrier()
+    # Late reports were withdrawn with their barrier: the next one matches its own messages.
+    pg.monitored_barrier(datetime.timedelta(seconds=5))
+    dist.destroy_process_group()
+    print("OK", flush=True)
+
+
 def scenario_peer_dies(rank, world, port):
     """The last rank exits hard mid-job; the others' next collective and a pending receive raise
     naming it, within seconds."""

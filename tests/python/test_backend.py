@@ -87,6 +87,14 @@ def test_mismatched_calls_raise_on_every_rank_and_a_new_job_works():
     job("scenario_mismatch", 3)
 
 
+def test_chunked_calls_mismatched_in_total_raise_on_every_rank_and_write_nothing():
+    job("scenario_chunked_mismatch", 3)
+
+
+def test_group_timeouts_and_monitored_barrier():
+    job("scenario_timeouts", 3)
+
+
 def test_a_dead_peer_fails_the_others_within_seconds():
     res = run_job(HERE, "scenario_peer_dies", 3, dist=False, timeout=60, kwargs=dict(port=free_port()))
     assert not res.timed_out, res.describe()

@@ -308,7 +308,7 @@ double WaitTimeoutSec(const Runtime* rt) {
 }
 
 std::string WaitTimeoutSource() {
-  return t_wait_timeout_sec > 0 ? "the caller's timeout" : "HYPER_PARALLEL_SHMEM_TIMEOUT_SEC";
+  return t_wait_timeout_sec > 0 ? "the thread's own timeout set by its caller" : "HYPER_PARALLEL_SHMEM_TIMEOUT_SEC";
 }
 
 bool InCollective() { return t_collective_depth > 0; }

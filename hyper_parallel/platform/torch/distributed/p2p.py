@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -65,7 +66,7 @@ class P2PWork(dist.Work):
 
     def wait(self, timeout=None) -> bool:
         if not self.done:
-            self._engine.wait_for(self)
+            self._engine.wait_for(self, timeout.total_seconds() if timeout else None)
         if self.error is not None:
             raise self.error
         return True
@@ -304,6 +305,16 @@ class P2P:
             if m.recv is not None:
                 self._complete_recv(m.recv)
 
+    def cancel(self, work: P2PWork) -> bool:
+        """Withdraws a receive no message has started to fill (a monitored barrier's, after its
+        deadline), so that a later message goes to a later receive. False if it had started."""
+        with self._lock:
+            for i, r in enumerate(self._posted):
+                if r.work is work:
+                    del self._posted[i]
+                    return True
+        return False
+
     def _pending(self) -> bool:
         return any(self._queues) or bool(self._posted) or any(
             m is not None and m.recv is not None for m in self._current)
@@ -313,8 +324,11 @@ class P2P:
             if self._failure is None:
                 self._progress()
 
-    def wait_for(self, work: P2PWork):
-        """Progress until `work` completes; raises the runtime's timeout or dead-peer errors."""
+    def wait_for(self, work: P2PWork, seconds=None):
+        """Progress until `work` completes; raises the runtime's timeout or dead-peer errors. With
+        `seconds`, a wait for this work alone: when they pass, ShmemTimeoutError is raised and the
+        work stays posted (the engine and its other works go on)."""
+        deadline = None if seconds is None else time.monotonic() + seconds
         while not work.done:
             with self._lock:
                 self._raise_failure()
@@ -323,11 +337,27 @@ class P2P:
                     pass
                 if work.done:
                     return
+            if deadline is None:
+                try:
+                    _C.wait_until(self._doorbell, 8, _GT, bell, "hpshmem point-to-point doorbell", self._team)
+                except Exception as e:
+                    self._fail(e)
+                    raise
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _C.ShmemTimeoutError(f"hpshmem point-to-point: the operation did not complete within "
+                                           f"{seconds:g} s")
+            previous = _C.set_thread_wait_timeout(left)
             try:
                 _C.wait_until(self._doorbell, 8, _GT, bell, "hpshmem point-to-point doorbell", self._team)
+            except _C.ShmemTimeoutError:
+                pass  # the loop names the deadline
             except Exception as e:
                 self._fail(e)
                 raise
+            finally:
+                _C.set_thread_wait_timeout(previous)
 
     def _fail(self, e):
         with self._lock:

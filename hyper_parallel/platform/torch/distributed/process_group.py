@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import os
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -51,6 +52,7 @@ _GROUPS_VAR = "HYPER_PARALLEL_SHMEM_BACKEND_GROUPS"
 _DEFAULT_STAGING = 16 << 20
 _DEFAULT_GROUPS = 8
 _P2P_CHUNK = 256 << 10  # bytes of one point-to-point inbox (per sender, per group)
+_MONITORED_TAG = -0x6D62  # monitored_barrier's messages: a tag torch's own calls never use (theirs are >= 0)
 
 
 # --------------------------------------------------------------------------- works
@@ -122,6 +124,7 @@ class _Arena:
 _arena: _Arena | None = None
 _lock = threading.Lock()
 _owns_runtime = False  # the default group started the runtime, so its shutdown finalizes it
+_default_timeout = None  # the default group's; a group made with another one bounds its own waits by it
 
 
 def _byte_setting(var: str, default: int) -> int:
@@ -202,6 +205,13 @@ def create_process_group(opts, backend_options):
             _arena.free.discard(0)
         else:
             slot = _agree_slot(store, rank, size)
+        global _default_timeout
+        if slot == 0:  # the default group: its timeout is the job's (the runtime was started with it)
+            _default_timeout = timeout
+        elif timeout is not None and timeout != _default_timeout and timeout.total_seconds() > 0:
+            # A team of its own, even for every rank: a call that runs out of its time leaves its team
+            # unusable, which must not take the world (or a twin group) down with it.
+            return _TimedProcessGroup(rank, size, ranks, _C.team_create(ranks), slot, timeout.total_seconds())
         g = _group(ranks, "new_group(backend='hpshmem')")
         team = 0 if g is None else g.team
     return HpshmemProcessGroup(rank, size, ranks, team, slot)
@@ -325,7 +335,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         self._slot = slot
         stage, self._stage_addr, p2p_addr = _arena.slot(slot)
         self._stage = stage
-        self._stage_bytes = stage.numel()
+        # What calls stage at once: the block less a tail of 16 bytes per rank, which the size agreements of
+        # chunked calls (_agree_gather, _agree_alltoall) need to move a little more than any call does.
+        self._stage_bytes = stage.numel() - min((16 * size + 63) // 64 * 64, stage.numel() // 2)
         self._views = {}
         self._name = ""
         self._desc = ""
@@ -381,6 +393,90 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return (n > 0 and t.is_contiguous() and _C.is_symmetric(t.data_ptr(), n)
                 and _heap.find(t.data_ptr(), n) is not None)
 
+    # ------------------------------------------------------------------ size agreements of chunked calls
+    # A call larger than the staging goes through it in chunks, and ranks whose totals differ have equal
+    # first chunks: before its first chunk a rank agrees with the others on the call's whole size, so that a
+    # disagreement fails every rank before anything is written. A peer whose tensor fits the staging makes
+    # one call of the op itself meanwhile, so each agreement is a runtime call that the runtime fails against
+    # any such call (on every rank: its checks compare every rank's words); calls that fit make no agreement.
+    @staticmethod
+    def _mismatch(what: str, text: str):
+        e = _C.CollectiveMismatchError(f"hpshmem {what}: ranks disagree on the size of the call: {text}; "
+                                       f"nothing was written")
+        e.code = "collective_mismatch"
+        return e
+
+    def _agreeing(self, call, what: str, mine: str):
+        """Runs an agreement's runtime call; the runtime's mismatch (a peer made another call) is told as such."""
+        try:
+            call()
+        except _C.CollectiveMismatchError as e:
+            raise self._mismatch(what, f"this rank (group rank {self._me}) passes {mine}, more than one call "
+                                       f"through the staging moves, and another rank passes another size (the "
+                                       f"runtime: {e})") from e
+
+    def _agree_total(self, n: int, what: str, unit: str):
+        """All-reduce, reduce-scatter, broadcast: every rank passes `n` (`unit`), or all raise. A MAX
+        all-reduce of the int64 words [n, -n] at the staging's byte 64, a heap place that no single call uses:
+        the runtime's agreement words (count, dtype, op, place, kind) then differ from those of a peer's single
+        all-reduce, reduce-scatter or broadcast (at the staging's start or at a tensor of the heap)."""
+        words = torch.tensor([n, -n], dtype=torch.int64)
+        a = words.data_ptr()
+        self._agreeing(lambda: _C.allreduce(self._stage_addr + 64, 2, _DTYPES[torch.int64], _OPS[int(_ROp.MAX)],
+                                            0, self._team, a, a), what, f"{n} {unit}")
+        hi, lo = int(words[0]), -int(words[1])
+        if hi != lo:
+            raise self._mismatch(what, f"this rank (group rank {self._me}) passes {n} {unit}, the group's ranks "
+                                       f"between {lo} and {hi}")
+
+    def _agree_gather(self, nbytes: int, what: str):
+        """All-gather: every rank gives `nbytes`, or all raise. An all-gather of more bytes per rank than a
+        single call or a chunk ever moves (those move at most a W-th of the staging), so the runtime fails it
+        against a peer's single call by size; each rank's piece starts with its total."""
+        w = self._w
+        s = self._stage_bytes // w // 8 * 8 + 8  # fits the block: the tail holds W x 8 bytes more
+        words = self._stage[: w * s].view(torch.int64).view(w, s // 8)
+        words[self._me, 0] = nbytes
+        self._agreeing(lambda: _C.allgather(self._stage_addr, self._stage_addr + self._me * s, s, False, 0,
+                                            self._team), what, f"{nbytes} bytes")
+        totals = words[:, 0].tolist()
+        if min(totals) != max(totals):
+            raise self._mismatch(what, f"this rank (group rank {self._me}) gives {nbytes} bytes, the group's "
+                                       f"ranks between {min(totals)} and {max(totals)}")
+
+    def _agree_alltoall(self, send_elems, recv_elems, item: int, per: int, gate: bool, what: str) -> int:
+        """All-to-all, gather, scatter: every rank's send and receive counts, checked as a whole on every rank
+        (so all raise alike); returns the number of rounds of `per` elements the largest count takes.
+        ``gate``: this rank runs several rounds where a peer may make one call (even splits, gather,
+        scatter): the counts travel in an all-to-all of per + 1 elements per pair, more than a single call
+        or a round ever moves, so the runtime fails it against a peer's single call on every rank (each
+        such peer is in a pair whose counts differ with each rank here). Otherwise (uneven splits, where
+        every rank agrees first whatever its sizes) an all-gather of the counts."""
+        w = self._w
+        row = torch.tensor(list(send_elems) + list(recv_elems), dtype=torch.int64)
+        rows = None
+        size = (per + 1) * item
+        if gate and w * size <= self._stage.numel():
+            buf = torch.empty(size, dtype=torch.uint8)
+            carry = size >= 16 * w
+            if carry:
+                buf[: 16 * w].view(torch.int64).copy_(row)
+            a = buf.data_ptr()
+            self._agreeing(lambda: _C.alltoall([a] * w, [per + 1] * w, self._stage_addr, [per + 1] * w, item, False,
+                                               0, self._team), what, f"{list(send_elems)} elements to send")
+            if carry:
+                rows = self._stage[: w * size].view(w, size)[:, : 16 * w].contiguous().view(torch.int64)
+        if rows is None:  # (no gate, or one too small to carry the counts: they follow it)
+            got = rows = torch.empty(w, 2 * w, dtype=torch.int64)
+            self._allgather_flat(row, lambda v, off, k: got[:, off:off + k].copy_(v), what)
+        bad = (rows[:, :w] != rows[:, w:].t()).nonzero()
+        if bad.numel():
+            p, q = bad[0].tolist()
+            raise self._mismatch(what, f"group rank {p} sends {int(rows[p, q])} elements to group rank {q}, which "
+                                       f"expects {int(rows[q, w + p])} (this rank, group rank {self._me}, sends "
+                                       f"{list(send_elems)} and expects {list(recv_elems)})")
+        return max(1, -(-int(rows.max()) // per))
+
     # ------------------------------------------------------------------ reductions
     def _allreduce_one(self, t: torch.Tensor, red, root: int = -1, what: str = "allreduce"):
         """All-reduce `t` in place (root >= 0: only that group rank's `t` receives the result)."""
@@ -400,6 +496,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         addr = f.flat.data_ptr()
         per = self._stage_bytes // item
         keep = root < 0 or root == self._me
+        if n > per:
+            self._agree_total(n, what, "elements")
         off = 0
         while True:  # an empty tensor still makes one call: every rank takes part and agrees on sizes
             k = min(per, n - off)
@@ -472,6 +570,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         item = out.element_size()
         f = _Flat(out, False)
         per = self._stage_bytes // (item * self._w)
+        if n > per:
+            self._agree_total(n, what, "output elements")
         view = self._view(out.dtype)
         off = 0
         while True:
@@ -572,6 +672,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         f = _Flat(t, me_root)
         addr = f.flat.data_ptr()
         per = self._stage_bytes // item * item
+        if nbytes > per:
+            self._agree_total(nbytes, "broadcast", "bytes")
         off = 0
         while True:
             k = min(per, nbytes - off)
@@ -592,6 +694,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         src = inp.reshape(-1) if inp.is_contiguous() else inp.reshape(-1).contiguous()
         addr = src.data_ptr()
         per = self._stage_bytes // (item * self._w)
+        if n > per:
+            self._agree_gather(n * item, what)
         view = self._view(inp.dtype)
         off = 0
         while True:
@@ -664,18 +768,18 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(output_lists, opts)
 
     # ------------------------------------------------------------------ all-to-all, gather, scatter
-    def _alltoall_flat(self, sends, send_elems, recv_elems, dtype, item, write, uneven: bool):
+    def _alltoall_flat(self, sends, send_elems, recv_elems, dtype, item, write, uneven: bool,
+                       what: str = "all_to_all"):
         """sends[p] (a contiguous flat tensor or None) / send_elems[p] elements go to group rank p;
         ``write(view, offsets, counts)`` takes each round's received pieces (packed by source).
-        Rounds: each pair moves at most a W-th of the staging per round; when sizes are uneven the
-        ranks first agree on the number of rounds (a MAX all-reduce of one word)."""
+        Rounds: each pair moves at most a W-th of the staging per round; when sizes are uneven, or this
+        rank runs several rounds, the ranks first agree on every rank's counts and so on the number of
+        rounds (_agree_alltoall)."""
         w = self._w
         per = max(1, self._stage_bytes // (item * w))
         need = max(1, -(-max(max(send_elems), max(recv_elems)) // per)) if w else 1
-        if uneven:
-            word = torch.tensor([need], dtype=torch.int64)
-            self._allreduce_one(word, _ROp.MAX, what="all_to_all")
-            need = int(word.item())
+        if uneven or need > 1:
+            need = self._agree_alltoall(send_elems, recv_elems, item, per, not uneven, what)
         addrs = [s.data_ptr() if s is not None else self._stage_addr for s in sends]
         view = self._view(dtype)
         for r in range(need):
@@ -721,7 +825,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                     f.flat[starts[q] + lo:starts[q] + lo + c].copy_(view[pos:pos + c])
                 pos += c
 
-        self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven)
+        self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven,
+                            "all_to_all_single")
         f.done()
         return _done([output], opts)
 
@@ -786,7 +891,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         recv = [n if me_root else 0] * w
 
         write = _into_pieces(outs)
-        self._alltoall_flat(sends, send, recv, inp.dtype, inp.element_size(), write, False)
+        self._alltoall_flat(sends, send, recv, inp.dtype, inp.element_size(), write, False, "gather")
         for f in outs:
             f.done()
         return _done(output_lists, opts)
@@ -812,7 +917,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             if c:
                 f.flat[lo:lo + c].copy_(view[:c])
 
-        self._alltoall_flat(sends, send, recv, out.dtype, out.element_size(), write, False)
+        self._alltoall_flat(sends, send, recv, out.dtype, out.element_size(), write, False, "scatter")
         f.done()
         return _done(output_tensors, opts)
 
@@ -826,7 +931,61 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done([], opts)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
-        self.barrier()
+        """gloo's protocol: every rank reports to group rank 0, which names the ranks that did not
+        report within `timeout` (the first, or all with `wait_all_ranks`), then releases the others."""
+        if isinstance(timeout, datetime.timedelta):
+            seconds = timeout.total_seconds()
+        else:  # torch passes seconds as a number too
+            seconds = None if timeout is None else float(timeout)
+            timeout = None if timeout is None else datetime.timedelta(seconds=seconds)
+        token = torch.zeros(1, dtype=torch.uint8)
+        if self._me != 0:
+            ack = None
+            try:
+                self._p2p.send(token, 0, _MONITORED_TAG, None).wait(timeout)
+                ack = self._p2p.recv(token, 0, _MONITORED_TAG, None)
+                ack.wait(timeout)
+            except Exception as e:
+                if ack is not None:
+                    self._p2p.cancel(ack)
+                raise RuntimeError(f"Rank {self._me} successfully reached monitoredBarrier, but received errors while "
+                                   f"waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank. "
+                                   f"({e})") from e
+            return
+        deadline = None if seconds is None else time.monotonic() + seconds
+        works = {r: self._p2p.recv(torch.zeros(1, dtype=torch.uint8), r, _MONITORED_TAG, None)
+                 for r in range(1, self._w)}
+        missing = []
+        try:
+            self._monitor(works, deadline, seconds, wait_all_ranks, missing)
+        finally:
+            for w in works.values():
+                if not w.is_completed():
+                    self._p2p.cancel(w)
+        if missing:
+            raise RuntimeError(f"Ranks {', '.join(map(str, missing))} failed to pass monitoredBarrier in "
+                               f"{seconds * 1000:.0f} ms")
+        for r in range(1, self._w):
+            self._p2p.send(token, r, _MONITORED_TAG, None)
+
+    @staticmethod
+    def _monitor(works, deadline, seconds, wait_all_ranks, missing):
+        """Rank 0 of a monitored barrier: waits for each rank's report until the deadline (as gloo:
+        with `wait_all_ranks`, each rank gets the whole timeout)."""
+        for r, w in works.items():
+            left = None
+            if wait_all_ranks and seconds is not None:
+                left = datetime.timedelta(seconds=seconds)
+            elif deadline is not None:
+                left = datetime.timedelta(seconds=deadline - time.monotonic())
+                if left.total_seconds() <= 0 and not w.is_completed():
+                    raise RuntimeError(f"Rank 0 timed out in monitoredBarrier after {seconds * 1000:.0f} ms")
+            try:
+                w.wait(left)
+            except _C.ShmemTimeoutError:
+                if not wait_all_ranks:
+                    raise RuntimeError(f"Rank {r} failed to pass monitoredBarrier in {seconds * 1000:.0f} ms") from None
+                missing.append(r)
 
     # ------------------------------------------------------------------ point to point
     def send(self, tensors, dst: int, tag: int = 0):
@@ -863,3 +1022,43 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
     def _set_sequence_number_for_group(self):
         pass
+
+
+# Every call of a group that may wait (its collectives, barrier, and point-to-point waits).
+_TIMED_CALLS = ("allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "_reduce_scatter_base",
+                "reduce_scatter_single_coalesced", "broadcast", "allgather", "_allgather_base",
+                "all_gather_single_coalesced", "allgather_coalesced", "alltoall_base", "alltoall", "gather",
+                "scatter", "barrier")
+
+
+def _timed(call):
+    def bounded(self, *args, **kwargs):
+        previous = _C.set_thread_wait_timeout(self._timeout_sec)
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            _C.set_thread_wait_timeout(previous)
+
+    bounded.__name__ = call.__name__
+    bounded.__doc__ = call.__doc__
+    return bounded
+
+
+class _TimedProcessGroup(HpshmemProcessGroup):
+    """A group made with a timeout other than the default group's (``new_group(timeout=...)``): each
+    of its calls bounds its waits by that timeout (the runtime's per-thread limit), other groups keep
+    theirs. It has a team of its own, kept until the runtime ends (a team that timed out cannot be
+    taken down collectively)."""
+
+    def __init__(self, rank, size, ranks, team, slot, timeout_sec: float):
+        super().__init__(rank, size, ranks, team, slot)
+        self._timeout_sec = timeout_sec
+
+
+for _call in _TIMED_CALLS:
+    setattr(_TimedProcessGroup, _call, _timed(getattr(HpshmemProcessGroup, _call)))
+for _alias, _call in (("reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced"),
+                      ("reduce_scatter_single", "_reduce_scatter_base"), ("all_gather_single", "_allgather_base"),
+                      ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"),
+                      ("all_to_all_single", "alltoall_base")):
+    setattr(_TimedProcessGroup, _alias, getattr(_TimedProcessGroup, _call))

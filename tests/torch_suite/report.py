@@ -1,0 +1,70 @@
+"""Writes SKIPS.md from two runs of torch's suite (pytest --junitxml): on hpshmem and on gloo.
+
+    BACKEND=hpshmem HP_TORCH_SUITE=all python -m pytest tests/torch_suite --junitxml=hpshmem.xml
+    BACKEND=gloo HP_TORCH_SUITE=all python -m pytest tests/torch_suite --junitxml=gloo.xml
+    python tests/torch_suite/report.py hpshmem.xml gloo.xml > tests/torch_suite/SKIPS.md
+
+The gloo run may cover only some tests (those that did not pass on hpshmem): a test it lacks is
+reported as "not run on gloo".
+"""
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+
+def outcomes(path):
+    """{test name: (outcome, message)}, outcome one of passed / failed / skipped."""
+    res = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name")
+        for kind, outcome in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+            el = case.find(kind)
+            if el is not None:
+                msg = (el.get("message") or "").strip().splitlines()
+                res[name] = (outcome, msg[0] if msg else "")
+                break
+        else:
+            res[name] = ("passed", "")
+    return res
+
+
+def main(ours_path, gloo_path=None):
+    ours = outcomes(ours_path)
+    gloo = outcomes(gloo_path) if gloo_path else {}
+    count = defaultdict(int)
+    for outcome, _ in ours.values():
+        count[outcome] += 1
+    print("# torch's distributed suite on hpshmem: what does not run, and why\n")
+    print("`HP_TORCH_SUITE=all python -m pytest tests/torch_suite` (`make test-full`), BACKEND=hpshmem, WORLD_SIZE=2, "
+          "on this 2-core CPU host, torch 2.13.0: "
+          f"{count['passed']} passed, {count['failed']} failed, {count['skipped']} skipped. The suite decides at import, "
+          "by the backend's name, which tests apply; the driver holds hpshmem to gloo's decisions (the suite is "
+          "imported as for gloo), so every test that gloo runs on this host runs on hpshmem. Written by "
+          "`tests/torch_suite/report.py` from the run and from the same tests on gloo.\n")
+    failed = sorted(n for n, (o, _) in ours.items() if o == "failed")
+    if failed:
+        print("## Failed on hpshmem\n")
+        print("| test | hpshmem | gloo |")
+        print("|---|---|---|")
+        for n in failed:
+            g = gloo.get(n)
+            print(f"| {n} | {ours[n][1][:160]} | {g[0] + (': ' + g[1][:120] if g[1] else '') if g else 'not run'} |")
+        print()
+    by_reason = defaultdict(list)
+    for n, (o, msg) in ours.items():
+        if o == "skipped":
+            by_reason[msg.replace("|", "/")].append(n)
+    print("## Skipped, by the suite's own reason\n")
+    print("A skip decided while the test runs (a world size, CUDA) is gloo's too: the last column says what the "
+          "same test did on gloo.\n")
+    print("| tests | reason (the suite's message) | on gloo |")
+    print("|---|---|---|")
+    for msg, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        names.sort()
+        shown = ", ".join(names[:6]) + (f", … ({len(names)} in all)" if len(names) > 6 else "")
+        on_gloo = sorted({gloo[n][0] for n in names if n in gloo}) or ["not run"]
+        print(f"| {shown} | {msg} | {' / '.join(on_gloo)} |")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
