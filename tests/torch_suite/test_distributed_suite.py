@@ -38,7 +38,8 @@ QUICK = {
     "test_all_gather_coalesced_simple", "test_all_gather_object_default_pg", "test_all_to_all_single_unequal_split",
     "test_all_to_all", "test_gather", "test_scatter", "test_barrier", "test_send_recv", "test_send_recv_any_source",
     "test_isend", "test_irecv", "test_coalescing_manager", "test_new_subgroups", "test_DistributedDataParallelCPU",
-    "test_ddp_hook_parity_allreduce", "test_get_future", "test_destroy_group",
+    "test_ddp_hook_parity_allreduce", "test_get_future", "test_destroy_group", "test_barrier_timeout_full_group",
+    "test_accumulate_gradients_no_sync_allreduce_hook",
 }
 
 
