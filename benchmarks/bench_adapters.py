@@ -12,6 +12,7 @@ and fused_matmul_reduce_scatter on the RFC's shapes in float32. The runtime unde
 same, so the difference is the adapter (describing tensors, MindSpore's queue drain) and,
 for the fused ops, the framework's own matmul. Prints a table, writes JSON; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,10 +41,12 @@ class _Fw:
         self.name = name
         if name == "torch":
             import torch
+
             torch.set_num_threads(1)
             self.mod = torch
         else:
             import mindspore
+
             # One kernel thread per rank, as torch above: the ranks already fill the cores.
             mindspore.device_context.cpu.op_tuning.threads_num(1)
             self.mod = mindspore
@@ -107,8 +110,7 @@ def worker(fw_name, quick, out):
     if rank == 0:
         noop = lambda: None  # noqa: E731
         rows.append(("shmem_put", 8, _median(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), noop, 500, batches)))
-        rows.append(("shmem_signal_op", 8, _median(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), noop, 500,
-                                                   batches)))
+        rows.append(("shmem_signal_op", 8, _median(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), noop, 500, batches)))
     symm.barrier()
     k = [0]
 
@@ -125,19 +127,24 @@ def worker(fw_name, quick, out):
 
     # ---- collectives
     f32 = F.dtype("float32")
-    for nbytes in (QUICK_SIZES if quick else SIZES):
+    for nbytes in QUICK_SIZES if quick else SIZES:
         n = max(1, nbytes // 4)
         x = F.tensor(np.full(n, rank, np.float32))
         out_t = symm.empty(world * n, dtype=f32)
         calls = _calls_for(nbytes * world)
-        rows.append(("shmem_allgather", nbytes,
-                     _median(lambda: symm.shmem_allgather(out_t, x), symm.barrier, calls, batches)))
+        rows.append(
+            ("shmem_allgather", nbytes, _median(lambda: symm.shmem_allgather(out_t, x), symm.barrier, calls, batches))
+        )
         sends = [F.tensor(np.full(n // world if n >= world else 1, p, np.float32)) for p in range(world)]
         piece = n // world if n >= world else 1
         recv = symm.empty(world * piece, dtype=f32)
-        rows.append(("shmem_alltoall", nbytes,
-                     _median(lambda: symm.shmem_alltoall(sends, recv, [piece] * world), symm.barrier, calls,
-                             batches)))
+        rows.append(
+            (
+                "shmem_alltoall",
+                nbytes,
+                _median(lambda: symm.shmem_alltoall(sends, recv, [piece] * world), symm.barrier, calls, batches),
+            )
+        )
         symm.free(recv)
         symm.free(out_t)
 
@@ -160,10 +167,20 @@ def worker(fw_name, quick, out):
     full_a = F.tensor(g.standard_normal((world * m, kk)).astype(np.float32))
     rows.append(("matmul (W*m x k x n)", m * kk * 4, _median(lambda: F.matmul(full_a, b), symm.barrier, 2, fb)))
     rows.append(("matmul (m x k x n)", m * nn * 4, _median(lambda: F.matmul(x1, b), symm.barrier, 2, fb)))
-    rows.append(("fused_all_gather_matmul", m * kk * 4, _median(
-        lambda: symm.fused_all_gather_matmul(a, b, None, gather_out, s1, m), symm.barrier, 2, fb)))
-    rows.append(("fused_matmul_reduce_scatter", m * nn * 4, _median(
-        lambda: symm.fused_matmul_reduce_scatter(x1, b, symm_t, s2, "sum"), symm.barrier, 2, fb)))
+    rows.append(
+        (
+            "fused_all_gather_matmul",
+            m * kk * 4,
+            _median(lambda: symm.fused_all_gather_matmul(a, b, None, gather_out, s1, m), symm.barrier, 2, fb),
+        )
+    )
+    rows.append(
+        (
+            "fused_matmul_reduce_scatter",
+            m * nn * 4,
+            _median(lambda: symm.fused_matmul_reduce_scatter(x1, b, symm_t, s2, "sum"), symm.barrier, 2, fb),
+        )
+    )
     symm.barrier()
     symm.finalize()
     if rank == 0:
@@ -174,13 +191,22 @@ def worker(fw_name, quick, out):
 def _run_job(fw, quick, tmp):
     port = _free_port()
     out = os.path.join(tmp, f"{fw}.json")
-    env = dict(os.environ, HYPER_PARALLEL_PLATFORM=fw, OMP_NUM_THREADS="1", GLOG_v="3",
-               SYMMETRIC_MEMORY_HEAP_SIZE="512m", HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=f"tcp://127.0.0.1:{port}",
-               HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET=os.urandom(16).hex())
-    code = f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); " \
-           f"import bench_adapters as b; b.worker({fw!r}, {quick!r}, {out!r})"
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(r), WORLD_SIZE="2"))
-             for r in range(2)]
+    env = dict(
+        os.environ,
+        HYPER_PARALLEL_PLATFORM=fw,
+        OMP_NUM_THREADS="1",
+        GLOG_v="3",
+        SYMMETRIC_MEMORY_HEAP_SIZE="512m",
+        HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=f"tcp://127.0.0.1:{port}",
+        HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET=os.urandom(16).hex(),
+    )
+    code = (
+        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+        f"import bench_adapters as b; b.worker({fw!r}, {quick!r}, {out!r})"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(r), WORLD_SIZE="2")) for r in range(2)
+    ]
     codes = [p.wait(timeout=1800) for p in procs]
     if any(codes):
         raise SystemExit(f"{fw} job failed: exit codes {codes}")
@@ -208,8 +234,16 @@ def main():
     for t_row, m_row in zip(results["torch"], results["mindspore"]):
         ratio = m_row["us"] / t_row["us"]
         print(f"{t_row['op']:30s} {t_row['bytes']:>11d} {t_row['us']:10.2f} {m_row['us']:13.2f} {ratio:9.2f}")
-        recs.append({"op": t_row["op"], "bytes": t_row["bytes"], "ranks": 2, "torch_us": t_row["us"],
-                     "mindspore_us": m_row["us"], "mindspore_over_torch": round(ratio, 3)})
+        recs.append(
+            {
+                "op": t_row["op"],
+                "bytes": t_row["bytes"],
+                "ranks": 2,
+                "torch_us": t_row["us"],
+                "mindspore_us": m_row["us"],
+                "mindspore_over_torch": round(ratio, 3),
+            }
+        )
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"benchmark": "adapters", "repeat": args.repeat, "records": recs}, f, indent=2)

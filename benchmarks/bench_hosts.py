@@ -15,6 +15,7 @@ Runs, alternating `--repeat` times and keeping the best of each figure:
 Prints a table and writes JSON records {op, impl, bytes, median_us, gbps}. Not a test: nothing here
 asserts a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,16 +41,29 @@ def ours(binary: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "p.json")
         env = dict(os.environ, HPSHMEM_TEST_LAYOUT="hosts", **UCX_ENV)
-        subprocess.run([binary, "--quick", "--out", out], env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=600)
+        subprocess.run(
+            [binary, "--quick", "--out", out],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=600,
+        )
         with open(out) as f:
             recs = json.load(f)["records"]
     keep = []
     for r in recs:
         if r["impl"] != "hpshmem":
             continue
-        keep.append({"op": r["op"], "impl": "hpshmem (2 hosts, UCX tcp)", "bytes": r["bytes"],
-                     "median_us": r["median_us"], "gbps": r.get("gbps", 0)})
+        keep.append(
+            {
+                "op": r["op"],
+                "impl": "hpshmem (2 hosts, UCX tcp)",
+                "bytes": r["bytes"],
+                "median_us": r["median_us"],
+                "gbps": r.get("gbps", 0),
+            }
+        )
     return keep
 
 
@@ -58,13 +72,13 @@ def perftest(test: str, size: int, iters: int) -> dict:
     port = str(free_port())
     env = dict(os.environ, **UCX_ENV)
     args = ["-p", port, "-t", test, "-s", str(size), "-n", str(iters)]
-    server = subprocess.Popen(["ucx_perftest", *args], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(["ucx_perftest", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(50):  # the server needs a moment to listen
             time.sleep(0.1)
-            cl = subprocess.run(["ucx_perftest", *args, "-f", "127.0.0.1"], env=env, capture_output=True,
-                                text=True, timeout=120)
+            cl = subprocess.run(
+                ["ucx_perftest", *args, "-f", "127.0.0.1"], env=env, capture_output=True, text=True, timeout=120
+            )
             if cl.returncode == 0:
                 break
         else:
@@ -74,10 +88,16 @@ def perftest(test: str, size: int, iters: int) -> dict:
     # Final line: iterations, typical/avg/overall latency (us), avg/overall bandwidth (MB/s), rates.
     line = [ln for ln in cl.stdout.splitlines() if ln.strip() and ln.strip()[0].isdigit()][-1].split()
     lat_us, mbps = float(line[2]), float(line[5])
-    op = {"ucp_am_lat": "put_signal_latency", "ucp_put_lat": "put_latency", "ucp_put_bw": "put",
-          "ucp_am_bw": "put"}[test]
-    return {"op": op, "impl": f"ucx_perftest {test}", "bytes": size, "median_us": lat_us,
-            "gbps": mbps * 1e6 / 1e9 if test.endswith("_bw") else 0.0}
+    op = {"ucp_am_lat": "put_signal_latency", "ucp_put_lat": "put_latency", "ucp_put_bw": "put", "ucp_am_bw": "put"}[
+        test
+    ]
+    return {
+        "op": op,
+        "impl": f"ucx_perftest {test}",
+        "bytes": size,
+        "median_us": lat_us,
+        "gbps": mbps * 1e6 / 1e9 if test.endswith("_bw") else 0.0,
+    }
 
 
 # Open MPI's wrappers by path: this package installs its own oshcc / oshrun, which may come first on PATH.
@@ -92,8 +112,13 @@ def oshmem(workdir: str) -> list[dict]:
         if not os.path.exists(exe):
             subprocess.run([OMPI_CC, "-O2", src, "-o", exe], check=True, capture_output=True, timeout=120)
         env = dict(os.environ, **UCX_ENV, OMPI_MCA_spml="ucx")
-        r = subprocess.run([OMPI_RUN, "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", "2", exe, "20000"],
-                           env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [OMPI_RUN, "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", "2", exe, "20000"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         us = float(r.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         print(f"OSHMEM skipped: {e}", file=sys.stderr)
@@ -122,9 +147,16 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="bench_hosts_")
     for _ in range(a.repeat):  # alternated, so drift in the machine hits all alike
         runs.append(ours(a.binary))
-        runs.append([perftest("ucp_am_lat", 8, 20000), perftest("ucp_put_lat", 8, 5000),
-                     perftest("ucp_put_bw", 1 << 20, 200), perftest("ucp_put_bw", 16 << 20, 30),
-                     perftest("ucp_am_bw", 1 << 20, 2000), perftest("ucp_am_bw", 16 << 20, 200)])
+        runs.append(
+            [
+                perftest("ucp_am_lat", 8, 20000),
+                perftest("ucp_put_lat", 8, 5000),
+                perftest("ucp_put_bw", 1 << 20, 200),
+                perftest("ucp_put_bw", 16 << 20, 30),
+                perftest("ucp_am_bw", 1 << 20, 2000),
+                perftest("ucp_am_bw", 16 << 20, 200),
+            ]
+        )
         runs.append(oshmem(work))
     recs = sorted(best(runs), key=lambda r: (r["op"], r["bytes"], r["impl"]))
     print(f"{'op':<20} {'impl':<28} {'bytes':>10} {'us':>12} {'GB/s':>8}")
@@ -132,8 +164,11 @@ def main() -> int:
         print(f"{r['op']:<20} {r['impl']:<28} {r['bytes']:>10} {r['median_us']:>12.3f} {r['gbps']:>8.3f}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"benchmark": "hosts", "transport": "UCX tcp on loopback, 2 simulated hosts, 1 rank each",
-                   "records": recs}, f, indent=1)
+        json.dump(
+            {"benchmark": "hosts", "transport": "UCX tcp on loopback, 2 simulated hosts, 1 rank each", "records": recs},
+            f,
+            indent=1,
+        )
     print(f"wrote {a.out}")
     return 0
 

@@ -28,8 +28,10 @@ OMPI_CC, OMPI_RUN = "/usr/bin/oshcc", "/usr/bin/oshrun"
 
 def ours_tools():
     bindir = os.path.dirname(sys.executable)
-    return (os.path.join(bindir, "oshcc") if os.path.exists(os.path.join(bindir, "oshcc")) else "oshcc",
-            os.path.join(bindir, "oshrun") if os.path.exists(os.path.join(bindir, "oshrun")) else "oshrun")
+    return (
+        os.path.join(bindir, "oshcc") if os.path.exists(os.path.join(bindir, "oshcc")) else "oshcc",
+        os.path.join(bindir, "oshrun") if os.path.exists(os.path.join(bindir, "oshrun")) else "oshrun",
+    )
 
 
 def build(work: str) -> dict:
@@ -54,8 +56,13 @@ def run(impl: str, exe: str, np: int, hosts: int = 1) -> list[dict]:
         cmd = [OMPI_RUN, "--allow-run-as-root", "--oversubscribe", "-quiet", "-np", str(np), exe]
         env = dict(os.environ, OMPI_MCA_spml="ucx")
         if hosts > 1:  # no shared memory between the PEs: TCP on loopback, as ours across hosts
-            env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo", OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,tcp",
-                       OMPI_MCA_btl_tcp_if_include="lo")
+            env.update(
+                UCX_TLS="tcp,self",
+                UCX_NET_DEVICES="lo",
+                OMPI_MCA_pml="ob1",
+                OMPI_MCA_btl="self,tcp",
+                OMPI_MCA_btl_tcp_if_include="lo",
+            )
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     out = []
     for line in r.stdout.splitlines():
@@ -63,7 +70,10 @@ def run(impl: str, exe: str, np: int, hosts: int = 1) -> list[dict]:
             _, op, b, us = line.split()
             out.append({"impl": impl, "pes": np, "hosts": hosts, "op": op, "bytes": int(b), "us": float(us)})
     if not out:
-        print(f"{impl} on {np} PEs, {hosts} host(s) produced nothing (exit {r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
+        print(
+            f"{impl} on {np} PEs, {hosts} host(s) produced nothing (exit {r.returncode}): {r.stderr.strip()[-300:]}",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -79,17 +89,21 @@ def best(rows: list[dict]) -> list[dict]:
 def table(rows: list[dict]) -> str:
     t = {(r["hosts"], r["pes"], r["op"], r["bytes"], r["impl"]): r["us"] for r in rows}
     keys = sorted({(r["hosts"], r["pes"], r["op"], r["bytes"]) for r in rows})
-    lines = ["| hosts | PEs | operation | bytes | hyper_parallel | Open MPI OSHMEM | ratio |",
-             "|---:|---:|---|---:|---:|---:|---:|"]
+    lines = [
+        "| hosts | PEs | operation | bytes | hyper_parallel | Open MPI OSHMEM | ratio |",
+        "|---:|---:|---|---:|---:|---:|---:|",
+    ]
     for hosts, pes, op, b in keys:
         ours = t.get((hosts, pes, op, b, "hyper_parallel"))
         theirs = t.get((hosts, pes, op, b, "Open MPI OSHMEM"))
+
         def cell(us):
             if us is None:
                 return "–"
             if op in ("put", "get") and b >= 4096:
                 return f"{b / us / 1e3:.2f} GB/s"
             return f"{us:.3f} µs"
+
         ratio = f"{theirs / ours:.2f}×" if ours and theirs else "–"
         lines.append(f"| {hosts} | {pes} | {op} | {b} | {cell(ours)} | {cell(theirs)} | {ratio} |")
     return "\n".join(lines)
@@ -118,8 +132,15 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"benchmark": "oshmem", "unit": "us per call (ratio: Open MPI / ours, > 1 = we are faster)",
-                   "results": rows}, f, indent=1)
+        json.dump(
+            {
+                "benchmark": "oshmem",
+                "unit": "us per call (ratio: Open MPI / ours, > 1 = we are faster)",
+                "results": rows,
+            },
+            f,
+            indent=1,
+        )
     print(table(rows))
     print(f"wrote {a.out}")
     return 0

@@ -13,6 +13,7 @@ batch starting after a barrier of the library being measured (bench_collectives'
 run and Open MPI's alternate --repeat times and each keeps its best median. The wait policy
 our ranks chose (debug_state()["wait"]) is stored with the records. Asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,9 @@ def _worker(rank, world, port, sizes, quick, result_file):
 
     def rec(op, nbytes, sec):
         if rank == 0:
-            recs.append({"op": op, "impl": "hyper_parallel", "ranks": world, "bytes": nbytes,
-                         "median_us": round(sec * 1e6, 3)})
+            recs.append(
+                {"op": op, "impl": "hyper_parallel", "ranks": world, "bytes": nbytes, "median_us": round(sec * 1e6, 3)}
+            )
             _print(op, "hyper_parallel", world, nbytes, sec)
 
     sig = symm.empty(2, dtype=torch.int64)  # the first symmetric allocation starts the runtime
@@ -70,13 +72,16 @@ def _worker(rank, world, port, sizes, quick, result_file):
         x = torch.randint(0, 255, (nbytes,), dtype=torch.uint8)
         out = symm.empty(world * nbytes, dtype=torch.uint8)
         per = nbytes // world
-        sends = [x[p * per:(p + 1) * per] for p in range(world)]
+        sends = [x[p * per : (p + 1) * per] for p in range(world)]
         recv = symm.empty(world * per, dtype=torch.uint8)
         buf = symm.empty(nbytes, dtype=torch.uint8)
         b = _budget(quick, nbytes)
         rec("allgather", nbytes, _median_time(lambda: symm.shmem_allgather(out, x), symm.barrier, b, bcast))
-        rec("alltoall", nbytes, _median_time(lambda: symm.shmem_alltoall(sends, recv, [per] * world),
-                                             symm.barrier, b, bcast))
+        rec(
+            "alltoall",
+            nbytes,
+            _median_time(lambda: symm.shmem_alltoall(sends, recv, [per] * world), symm.barrier, b, bcast),
+        )
 
         def ping():
             # The lower rank of a pair sends first; a rank without a partner idles.
@@ -95,7 +100,9 @@ def _worker(rank, world, port, sizes, quick, result_file):
         for t in (buf, recv, out):
             symm.free(t)
     if rank == 0:
-        recs.append({"op": "wait_policy", "impl": "hyper_parallel", "ranks": world, **symm.debug_state().get("wait", {})})
+        recs.append(
+            {"op": "wait_policy", "impl": "hyper_parallel", "ranks": world, **symm.debug_state().get("wait", {})}
+        )
         with open(result_file, "w") as f:
             json.dump(recs, f)
     symm.finalize()
@@ -116,8 +123,9 @@ def _mpi_main(sizes, quick, result_file):
 
     def rec(op, nbytes, sec):
         if rank == 0:
-            recs.append({"op": op, "impl": "Open MPI", "ranks": world, "bytes": nbytes,
-                         "median_us": round(sec * 1e6, 3)})
+            recs.append(
+                {"op": op, "impl": "Open MPI", "ranks": world, "bytes": nbytes, "median_us": round(sec * 1e6, 3)}
+            )
             _print(op, "Open MPI", world, nbytes, sec)
 
     comm.Barrier()
@@ -127,7 +135,7 @@ def _mpi_main(sizes, quick, result_file):
         x = np.random.randint(0, 255, nbytes, dtype=np.uint8)
         out = np.empty(world * nbytes, dtype=np.uint8)
         per = nbytes // world
-        a2a_in, a2a_out = x[:per * world].copy(), np.empty(per * world, dtype=np.uint8)
+        a2a_in, a2a_out = x[: per * world].copy(), np.empty(per * world, dtype=np.uint8)
         buf = np.empty(nbytes, dtype=np.uint8)
         b = _budget(quick, nbytes)
         rec("allgather", nbytes, _median_time(lambda: comm.Allgather(x, out), comm.Barrier, b, bcast))
@@ -167,8 +175,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", default="2,4,8", help="comma-separated world sizes")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="alternate our run and Open MPI's this many times; each keeps its best median")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=2,
+        help="alternate our run and Open MPI's this many times; each keeps its best median",
+    )
     ap.add_argument("--out", default="bench-results/oversubscribed.json")
     ap.add_argument("--sizes", help="comma-separated bytes per rank (default: 8 B to 16 MiB)")
     ap.add_argument("--mpi-worker", help=argparse.SUPPRESS)
@@ -199,8 +211,17 @@ def main():
     _table(recs)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"benchmark": "oversubscribed", "cpus": os.cpu_count(), "repeats": max(1, args.repeat),
-                   "wait_policy": policies, "records": recs}, f, indent=1)
+        json.dump(
+            {
+                "benchmark": "oversubscribed",
+                "cpus": os.cpu_count(),
+                "repeats": max(1, args.repeat),
+                "wait_policy": policies,
+                "records": recs,
+            },
+            f,
+            indent=1,
+        )
     print(f"wrote {args.out}")
 
 

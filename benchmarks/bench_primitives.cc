@@ -108,9 +108,12 @@ void WriteJson(const std::vector<Record>& recs, const std::string& path) {
 
 std::string Human(size_t b) {
   char s[32];
-  if (b >= (1 << 20)) std::snprintf(s, sizeof s, "%zu MiB", b >> 20);
-  else if (b >= 1024) std::snprintf(s, sizeof s, "%zu KiB", b >> 10);
-  else std::snprintf(s, sizeof s, "%zu B", b);
+  if (b >= (1 << 20))
+    std::snprintf(s, sizeof s, "%zu MiB", b >> 20);
+  else if (b >= 1024)
+    std::snprintf(s, sizeof s, "%zu KiB", b >> 10);
+  else
+    std::snprintf(s, sizeof s, "%zu B", b);
   return s;
 }
 
@@ -165,8 +168,8 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     std::printf("%-22s %-18s %10s %12s %12s\n", "op", "impl", "bytes", "median_us", "GB/s|Mops/s");
     auto row = [&](const Record& r) {
       recs.push_back(r);
-      std::printf("%-22s %-18s %10s %12.3f %12.2f\n", r.op.c_str(), r.impl.c_str(), Human(r.bytes).c_str(),
-                  r.median_us, r.gbps > 0 ? r.gbps : r.mops);
+      std::printf("%-22s %-18s %10s %12.3f %12.2f\n", r.op.c_str(), r.impl.c_str(), Human(r.bytes).c_str(), r.median_us,
+                  r.gbps > 0 ? r.gbps : r.mops);
       std::fflush(stdout);
     };
     std::vector<size_t> sizes;
@@ -174,7 +177,10 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     if (sizes.back() != max_bytes) sizes.push_back(max_bytes);
     for (size_t b : sizes) {
       std::vector<std::function<void()>> fns = {
-          [&] { std::memcpy(local_dst.data(), src.data(), b); asm volatile("" ::: "memory"); },
+          [&] {
+            std::memcpy(local_dst.data(), src.data(), b);
+            asm volatile("" ::: "memory");
+          },
           [&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 1), "put"); },
           [&] { Check(hpshmem::ops::GetMem(local_dst.data(), dst, b, 1, 1), "get"); }};
       if (b >= (1 << 20)) fns.push_back([&] { Check(hpshmem::ops::PutMem(dst, src.data(), b, 1, 2), "put"); });
@@ -187,12 +193,14 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     // One-way latency of an 8-byte put-with-signal: half a ping-pong.
     int64_t payload = 7;
     int64_t seq = 0;
-    double t = TimePerCall([&] {
-      ++seq;
-      Check(hpshmem::PutMemSignal(dst, &payload, 8, sig, SignalType::kInt64, seq, SignalOp::kSet, 1), "ping");
-      Check(hpshmem::SignalWaitUntil(static_cast<int64_t*>(sig) + 1, SignalType::kInt64, Cmp::kEq, seq, nullptr),
-            "pong");
-    }, budget * 4);
+    double t = TimePerCall(
+        [&] {
+          ++seq;
+          Check(hpshmem::PutMemSignal(dst, &payload, 8, sig, SignalType::kInt64, seq, SignalOp::kSet, 1), "ping");
+          Check(hpshmem::SignalWaitUntil(static_cast<int64_t*>(sig) + 1, SignalType::kInt64, Cmp::kEq, seq, nullptr),
+                "pong");
+        },
+        budget * 4);
     row({"put_signal_latency", "hpshmem", 2, 8, t / 2 * 1e6, 0, 0});
     // End of the ping-pong phase.
     Check(hpshmem::Signal(sig, SignalType::kInt64, kEndOfPings, SignalOp::kSet, 1), "end pings");
@@ -201,7 +209,12 @@ void Body(int rank, int n, const std::string& out, bool quick) {
     row({"atomic_add", "hpshmem", 2, 8, t * 1e6, 0, 1 / t / 1e6});
     // Barriers: rank 1 runs barriers until told which one is the last.
     int64_t barriers = 0;
-    t = TimePerCall([&] { ++barriers; Check(hpshmem::Barrier(), "barrier"); }, budget * 4);
+    t = TimePerCall(
+        [&] {
+          ++barriers;
+          Check(hpshmem::Barrier(), "barrier");
+        },
+        budget * 4);
     row({"barrier", "hpshmem", 2, 0, t * 1e6, 0, 0});
     Check(hpshmem::Signal(flag, SignalType::kInt64, barriers + 1, SignalOp::kSet, 1), "last barrier");
     Check(hpshmem::Barrier(), "barrier");
@@ -230,8 +243,10 @@ int main(int argc, char** argv) {
   std::string out = "bench-results/primitives.json";
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
   }
   hptest::JobOptions o;
   o.heap_bytes = (quick ? (16 << 20) : (256 << 20)) + (8 << 20);

@@ -12,6 +12,7 @@ Two ranks (real processes) on this host. Measures, per call or one-way:
 and prints the C++ runtime's own figures from bench-results/primitives.json when present.
 Not a test: nothing here asserts a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,18 +57,32 @@ def _worker(rank, world, port, out, quick):
     if rank == 0:
         rows.append(("shmem_put (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))
         local = torch.zeros(1, dtype=torch.int64)
-        rows.append(("shmem_get (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_get(local, 0, buf, 0, 1, 1), budget)))
-        rows.append(("shmem_signal_op", "hyper_parallel",
-                     _timed(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), budget)))
+        rows.append(
+            ("shmem_get (8 B)", "hyper_parallel", _timed(lambda: symm.shmem_get(local, 0, buf, 0, 1, 1), budget))
+        )
+        rows.append(
+            ("shmem_signal_op", "hyper_parallel", _timed(lambda: symm.shmem_signal_op(buf, 0, 1, 1, 1), budget))
+        )
         # torch.compile support: what a put would cost if eager calls went through its custom
         # operator, that the fast path is unchanged once torch._dynamo has been imported (the API's
         # replacements registered), and a put inside a compiled function (graph call included).
         put_op = torch.ops.hyper_parallel.put
-        rows.append(("shmem_put (8 B) as torch.ops call", "hyper_parallel",
-                     _timed(lambda: put_op(buf, src, [0, 0, 1, 1], [None] * 4, "\0\0\0", None), budget)))
+        rows.append(
+            (
+                "shmem_put (8 B) as torch.ops call",
+                "hyper_parallel",
+                _timed(lambda: put_op(buf, src, [0, 0, 1, 1], [None] * 4, "\0\0\0", None), budget),
+            )
+        )
         import torch._dynamo  # noqa: F401
-        rows.append(("shmem_put (8 B), dynamo loaded", "hyper_parallel",
-                     _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget)))
+
+        rows.append(
+            (
+                "shmem_put (8 B), dynamo loaded",
+                "hyper_parallel",
+                _timed(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), budget),
+            )
+        )
         compiled_put = torch.compile(lambda: symm.shmem_put(buf, 0, src, 0, 1, 1), fullgraph=True)
         rows.append(("shmem_put (8 B) in torch.compile", "hyper_parallel", _timed(compiled_put, budget)))
     symm.barrier()
@@ -76,8 +91,10 @@ def _worker(rank, world, port, out, quick):
     received = symm.empty(world, dtype=torch.int64)
     sends = [torch.ones(1, dtype=torch.int64) for _ in range(world)]
     counts = [1] * world
-    for name, fn in (("allgather (8 B per rank)", lambda: symm.shmem_allgather(gathered, src)),
-                     ("alltoall (8 B per rank)", lambda: symm.shmem_alltoall(sends, received, counts))):
+    for name, fn in (
+        ("allgather (8 B per rank)", lambda: symm.shmem_allgather(gathered, src)),
+        ("alltoall (8 B per rank)", lambda: symm.shmem_alltoall(sends, received, counts)),
+    ):
         symm.barrier()
         sec = _timed(fn, budget, inner=100)
         if rank == 0:
@@ -136,8 +153,11 @@ def _worker(rank, world, port, out, quick):
         cpp_path = os.path.join(os.path.dirname(out) or ".", "primitives.json")
         if os.path.exists(cpp_path):
             for r in json.load(open(cpp_path))["records"]:
-                if r["impl"] == "hpshmem" and r["op"] in ("put_signal_latency", "atomic_add") or (
-                        r["op"] == "put" and r["bytes"] == 8 and r["impl"] == "hpshmem"):
+                if (
+                    r["impl"] == "hpshmem"
+                    and r["op"] in ("put_signal_latency", "atomic_add")
+                    or (r["op"] == "put" and r["bytes"] == 8 and r["impl"] == "hpshmem")
+                ):
                     cpp[r["op"]] = r["median_us"]
         recs = []
         print(f"{'op':34s} {'impl':16s} {'us':>10s}")
@@ -151,8 +171,15 @@ def _worker(rank, world, port, out, quick):
         print(f"one-way latency: hyper_parallel is {speedup:.1f}x faster than gloo send/recv")
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
-            json.dump({"benchmark": "python_primitives", "records": recs,
-                       "gloo_over_hyper_parallel_latency": round(speedup, 2)}, f, indent=2)
+            json.dump(
+                {
+                    "benchmark": "python_primitives",
+                    "records": recs,
+                    "gloo_over_hyper_parallel_latency": round(speedup, 2),
+                },
+                f,
+                indent=2,
+            )
         print(f"wrote {out}")
     symm.barrier()
     symm.finalize()
@@ -185,8 +212,10 @@ def _mpi_worker(out, quick):
     rows = [("send/recv one-way (8 B)", "Open MPI (mpi4py)", statistics.median(times))]
     gathered = np.zeros(world, dtype=np.int64)
     sendbuf = np.ones(world, dtype=np.int64)
-    for name, fn in (("allgather (8 B per rank)", lambda: comm.Allgather(buf, gathered)),
-                     ("alltoall (8 B per rank)", lambda: comm.Alltoall(sendbuf, gathered))):
+    for name, fn in (
+        ("allgather (8 B per rank)", lambda: comm.Allgather(buf, gathered)),
+        ("alltoall (8 B per rank)", lambda: comm.Alltoall(sendbuf, gathered)),
+    ):
         comm.Barrier()
         sec = _timed(fn, budget, inner=100)
         rows.append((name, "Open MPI (mpi4py)", sec))
@@ -202,8 +231,19 @@ def _mpi_rows(quick):
         return []
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "mpi.json")
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--bind-to", "none",
-               sys.executable, os.path.abspath(__file__), "--mpi-worker", path]
+        cmd = [
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "2",
+            "--bind-to",
+            "none",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--mpi-worker",
+            path,
+        ]
         if quick:
             cmd.append("--quick")
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -255,7 +295,7 @@ def main():
         result["records"].append({"op": op, "impl": impl, "ranks": 2, "bytes": 8, "median_us": round(sec * 1e6, 3)})
     ours = {r["op"]: r["median_us"] for r in result["records"] if r["impl"] == "hyper_parallel"}
     ratios = {}
-    for op, impl, sec in mpi:
+    for op, _impl, sec in mpi:
         mine = ours.get("put_with_signal one-way (8 B)" if op.startswith("send/recv") else op)
         if mine:
             ratios[op] = round(mine / (sec * 1e6), 2)

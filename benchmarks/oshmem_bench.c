@@ -14,8 +14,8 @@
 
 #define MAXB (16L << 20)
 static long psync[SHMEM_BCAST_SYNC_SIZE > SHMEM_REDUCE_SYNC_SIZE ? SHMEM_BCAST_SYNC_SIZE : SHMEM_REDUCE_SYNC_SIZE];
-static long psync2[SHMEM_COLLECT_SYNC_SIZE > SHMEM_ALLTOALL_SYNC_SIZE ? SHMEM_COLLECT_SYNC_SIZE
-                                                                      : SHMEM_ALLTOALL_SYNC_SIZE];
+static long
+    psync2[SHMEM_COLLECT_SYNC_SIZE > SHMEM_ALLTOALL_SYNC_SIZE ? SHMEM_COLLECT_SYNC_SIZE : SHMEM_ALLTOALL_SYNC_SIZE];
 static long pwrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + (1 << 17)];
 static long sig[2];
 static long word;
@@ -38,19 +38,25 @@ static long iters_for(long bytes, long budget) {
 }
 
 /* Median of `reps` timed batches of `it` calls of `body`; barrier before each batch. */
-#define TIME(out, reps, it, body)                                  \
-  do {                                                             \
-    double _t[16];                                                 \
-    for (int _r = 0; _r < (reps); _r++) {                          \
-      shmem_barrier_all();                                         \
-      double _t0 = now();                                          \
-      for (long _i = 0; _i < (it); _i++) { body; }                 \
-      _t[_r] = (now() - _t0) / (it) * 1e6;                         \
-    }                                                              \
-    for (int _a = 0; _a < (reps); _a++)                            \
-      for (int _b = _a + 1; _b < (reps); _b++)                     \
-        if (_t[_b] < _t[_a]) { double _x = _t[_a]; _t[_a] = _t[_b]; _t[_b] = _x; } \
-    (out) = _t[(reps) / 2];                                        \
+#define TIME(out, reps, it, body)              \
+  do {                                         \
+    double _t[16];                             \
+    for (int _r = 0; _r < (reps); _r++) {      \
+      shmem_barrier_all();                     \
+      double _t0 = now();                      \
+      for (long _i = 0; _i < (it); _i++) {     \
+        body;                                  \
+      }                                        \
+      _t[_r] = (now() - _t0) / (it) * 1e6;     \
+    }                                          \
+    for (int _a = 0; _a < (reps); _a++)        \
+      for (int _b = _a + 1; _b < (reps); _b++) \
+        if (_t[_b] < _t[_a]) {                 \
+          double _x = _t[_a];                  \
+          _t[_a] = _t[_b];                     \
+          _t[_b] = _x;                         \
+        }                                      \
+    (out) = _t[(reps) / 2];                    \
   } while (0)
 
 int main(void) {
@@ -113,14 +119,22 @@ int main(void) {
     report("put_signal_latency", 8, (now() - t0) / it / 2 * 1e6);
 #endif
     /* p and g of one long. */
-    TIME(us, 5, 20000, if (me == 0) { shmem_long_p(&word, _i, peer); if (_i == 19999) shmem_quiet(); });
+    TIME(
+        us, 5, 20000, if (me == 0) {
+          shmem_long_p(&word, _i, peer);
+          if (_i == 19999) shmem_quiet();
+        });
     report("p", 8, us);
     TIME(us, 5, 20000, if (me == 0) word += shmem_long_g(&word, peer));
     report("g", 8, us);
     /* Atomics on PE 1's word, from PE 0 and from both at once. */
     TIME(us, 5, 20000, if (me == 0) shmem_long_atomic_fetch_add(&word, 1, peer));
     report("atomic_fetch_add", 8, us);
-    TIME(us, 5, 20000, if (me == 0) { shmem_long_atomic_add(&word, 1, peer); if (_i == 19999) shmem_quiet(); });
+    TIME(
+        us, 5, 20000, if (me == 0) {
+          shmem_long_atomic_add(&word, 1, peer);
+          if (_i == 19999) shmem_quiet();
+        });
     report("atomic_add", 8, us);
     TIME(us, 5, 20000, if (me == 0) shmem_long_atomic_compare_swap(&word, 5, 6, peer));
     report("atomic_compare_swap", 8, us);

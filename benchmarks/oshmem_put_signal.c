@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   int me = shmem_my_pe(), peer = 1 - me;
   char src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   double t0 = 0;
-  for (long i = 1; i <= iters + 1000; ++i) {  /* the first 1000 warm up */
+  for (long i = 1; i <= iters + 1000; ++i) { /* the first 1000 warm up */
     if (i == 1001) {
       shmem_barrier_all();
       t0 = now();

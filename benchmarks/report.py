@@ -1,7 +1,8 @@
 """Render bench-results/*.json as the Markdown tables of the README.
 
-    python benchmarks/report.py [bench-results]
+python benchmarks/report.py [bench-results]
 """
+
 import json
 import os
 import sys
@@ -24,18 +25,24 @@ def primitives(d):
     for r in recs:
         if "gbps" in r:
             bw.setdefault(r["bytes"], {})[(r["op"], r["impl"])] = r["gbps"]
-    out = ["| bytes | memcpy GB/s | put GB/s | get GB/s | put/memcpy | put, block_dim=2 GB/s |",
-           "|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| bytes | memcpy GB/s | put GB/s | get GB/s | put/memcpy | put, block_dim=2 GB/s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for b in sorted(bw):
         m = bw[b]
         mc, pu, ge = m.get(("copy", "memcpy (1 thread)")), m.get(("put", "hpshmem")), m.get(("get", "hpshmem"))
         p2 = m.get(("put", "hpshmem block_dim=2"))
-        out.append(f"| {_size(b)} | {mc:.2f} | {pu:.2f} | {ge:.2f} | {pu / mc:.2f}x | "
-                   f"{'' if p2 is None else f'{p2:.2f}'} |")
+        out.append(
+            f"| {_size(b)} | {mc:.2f} | {pu:.2f} | {ge:.2f} | {pu / mc:.2f}x | {'' if p2 is None else f'{p2:.2f}'} |"
+        )
     lat = {r["op"]: r for r in recs if "gbps" not in r}
     out += ["", "| operation (C++) | measured | goal |", "|---|---:|---:|"]
     if "put_signal_latency" in lat:
-        out.append(f"| 8-byte put-with-signal, one-way (ping-pong / 2) | {lat['put_signal_latency']['median_us']:.3f} µs | ≤ 1 µs |")
+        out.append(
+            "| 8-byte put-with-signal, one-way (ping-pong / 2) | "
+            f"{lat['put_signal_latency']['median_us']:.3f} µs | ≤ 1 µs |"
+        )
     if "atomic_add" in lat:
         out.append(f"| remote atomic ADD, one initiator | {lat['atomic_add']['mops']:.1f} M/s | ≥ 20 M/s |")
     if "barrier" in lat:
@@ -64,27 +71,38 @@ def collectives(d, name="collectives.json"):
         for r in recs:
             if r["op"] == op:
                 t.setdefault(r["bytes"], {})[r["impl"]] = r["median_us"]
-        out += [f"**{op}, {ranks} ranks** (time per call in µs; bytes = what each rank contributes)", "",
-                "| bytes/rank | ours (push) | ours (pull) | gloo | Open MPI | gloo / ours | Open MPI / ours |",
-                "|---:|---:|---:|---:|---:|---:|---:|"]
+        out += [
+            f"**{op}, {ranks} ranks** (time per call in µs; bytes = what each rank contributes)",
+            "",
+            "| bytes/rank | ours (push) | ours (pull) | gloo | Open MPI | gloo / ours | Open MPI / ours |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for b in sorted(t):
             row = t[b]
             ours = row.get("hyper_parallel push")
-            cells = [f"{row[k]:.1f}" if k in row else "–" for k in
-                     ("hyper_parallel push", "hyper_parallel pull", "gloo", "Open MPI")]
+            cells = [
+                f"{row[k]:.1f}" if k in row else "–"
+                for k in ("hyper_parallel push", "hyper_parallel pull", "gloo", "Open MPI")
+            ]
             ratios = [f"{row[k] / ours:.1f}x" if k in row and ours else "–" for k in ("gloo", "Open MPI")]
             out.append(f"| {_size(b)} | " + " | ".join(cells + ratios) + " |")
         out.append("")
     fused = [r for r in recs if r["op"] in ("ag_matmul", "matmul_rs")]
     if fused:
-        out += [f"**fused ops, {ranks} ranks, {fused[0].get('shape', '')}** (ms per call)", "",
-                "| op | dtype | fused | ours unfused | gloo unfused | unfused / fused |", "|---|---|---:|---:|---:|---:|"]
+        out += [
+            f"**fused ops, {ranks} ranks, {fused[0].get('shape', '')}** (ms per call)",
+            "",
+            "| op | dtype | fused | ours unfused | gloo unfused | unfused / fused |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
         for op in ("ag_matmul", "matmul_rs"):
             for dt in ("float32", "bfloat16"):
                 row = {r["impl"].split()[0]: r["median_us"] for r in fused if r["op"] == op and r["impl"].endswith(dt)}
                 if "fused" in row:
-                    out.append(f"| {op} | {dt} | {row['fused'] / 1e3:.2f} | {row.get('ours', 0) / 1e3:.2f} | "
-                               f"{row.get('gloo', 0) / 1e3:.2f} | {row.get('ours', 0) / row['fused']:.2f}x |")
+                    out.append(
+                        f"| {op} | {dt} | {row['fused'] / 1e3:.2f} | {row.get('ours', 0) / 1e3:.2f} | "
+                        f"{row.get('gloo', 0) / 1e3:.2f} | {row.get('ours', 0) / row['fused']:.2f}x |"
+                    )
     return "\n".join(out)
 
 
@@ -92,11 +110,15 @@ def adapters(d):
     recs = _load(d, "adapters.json")
     if not recs:
         return ""
-    out = ["| operation (2 ranks) | bytes/rank | torch handler µs | MindSpore handler µs | MindSpore / torch |",
-           "|---|---:|---:|---:|---:|"]
+    out = [
+        "| operation (2 ranks) | bytes/rank | torch handler µs | MindSpore handler µs | MindSpore / torch |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in recs:
-        out.append(f"| {r['op']} | {_size(r['bytes'])} | {r['torch_us']:.2f} | {r['mindspore_us']:.2f} | "
-                   f"{r['mindspore_over_torch']:.2f}x |")
+        out.append(
+            f"| {r['op']} | {_size(r['bytes'])} | {r['torch_us']:.2f} | {r['mindspore_us']:.2f} | "
+            f"{r['mindspore_over_torch']:.2f}x |"
+        )
     return "\n".join(out)
 
 

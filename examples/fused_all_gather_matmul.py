@@ -4,6 +4,7 @@ Only the device string differs from the RFC. (float16 is the RFC's dtype; CPU fl
 are slow — bfloat16 runs about 300x faster here.) Checks the result against gloo.
 Run:  torchrun --nproc-per-node 2 examples/fused_all_gather_matmul.py
 """
+
 import torch
 import torch.distributed as dist
 
@@ -28,19 +29,21 @@ signal.zero_()
 
 dist.barrier()
 
-gather_result, matmul_result = symm.fused_all_gather_matmul(
-    a, b, c, gather_out, signal, block_size=128
-)
+gather_result, matmul_result = symm.fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=128)
 # gather_result: (m_total, k)  matmul_result: (m_total, n)
 
 expected_gather = torch.empty(m_total, k, dtype=torch.float16)
 dist.all_gather_into_tensor(expected_gather, a)
 rows = torch.tensor([0, m_local - 1, m_local, m_total - 1])  # spot-check rows of every rank's part
-expected_rows = (expected_gather[rows].float() @ b.float())
+expected_rows = expected_gather[rows].float() @ b.float()
 ok = torch.equal(gather_result, expected_gather) and torch.allclose(
-    matmul_result[rows].float(), expected_rows, rtol=2e-2, atol=2e-1)
-print(f"rank {rank}: gather_out {tuple(gather_result.shape)} and c {tuple(matmul_result.shape)} "
-      f"{'match' if ok else 'DIFFER FROM'} gloo all_gather + matmul", flush=True)
+    matmul_result[rows].float(), expected_rows, rtol=2e-2, atol=2e-1
+)
+print(
+    f"rank {rank}: gather_out {tuple(gather_result.shape)} and c {tuple(matmul_result.shape)} "
+    f"{'match' if ok else 'DIFFER FROM'} gloo all_gather + matmul",
+    flush=True,
+)
 symm.barrier()
 symm.finalize()
 dist.destroy_process_group()

@@ -3,6 +3,7 @@
 Only the device string differs from the RFC (and the consumer prints what it got).
 Run:  torchrun --nproc-per-node 2 examples/put_signal.py
 """
+
 import torch
 import torch.distributed as dist
 

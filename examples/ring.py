@@ -4,6 +4,7 @@ Each rank pushes a chunk to its right neighbour with shmem_put_with_signal and w
 for the chunk from its left neighbour: no receives are posted, no rank waits for a
 matching call. Run:  torchrun --nproc-per-node 4 examples/ring.py
 """
+
 import torch
 import torch.distributed as dist
 
@@ -20,8 +21,8 @@ x = torch.randn(n, dtype=torch.float32)
 expected = x.clone()
 dist.all_reduce(expected)  # the reference
 
-inbox = symm.empty(2 * world, chunk, dtype=torch.float32)   # one slot per step
-arrived = symm.empty(2 * world, dtype=torch.int64)         # one signal per step
+inbox = symm.empty(2 * world, chunk, dtype=torch.float32)  # one slot per step
+arrived = symm.empty(2 * world, dtype=torch.int64)  # one signal per step
 arrived.zero_()
 symm.barrier()
 
@@ -43,9 +44,12 @@ for step in range(world - 1):
     acc[(left + 1 - step) % world] = inbox[s]
 
 ok = torch.allclose(acc.view(-1), expected, rtol=1e-5, atol=1e-5)
-print(f"rank {rank}/{world}: one-sided ring all-reduce of {n} floats "
-      f"{'matches' if ok else 'DIFFERS FROM'} gloo all_reduce "
-      f"(to rank {right} through {symm.debug_state()['peer_transports'][right]})", flush=True)
+print(
+    f"rank {rank}/{world}: one-sided ring all-reduce of {n} floats "
+    f"{'matches' if ok else 'DIFFERS FROM'} gloo all_reduce "
+    f"(to rank {right} through {symm.debug_state()['peer_transports'][right]})",
+    flush=True,
+)
 symm.barrier()
 symm.finalize()
 dist.destroy_process_group()

@@ -45,7 +45,12 @@ void RegisterErrors(nb::module_& m) {
   PyObject* base = MakeError(m, "ShmemError", PyExc_RuntimeError, nullptr,
                              "Base of every runtime error; .code is the runtime's code name.");
   g_errors[0] = base;
-  struct Spec { Code code; const char* name; PyObject* extra; const char* doc; };
+  struct Spec {
+    Code code;
+    const char* name;
+    PyObject* extra;
+    const char* doc;
+  };
   const Spec specs[] = {
       {Code::kInvalidArgument, "ShmemValueError", PyExc_ValueError, "An argument is out of range or malformed."},
       {Code::kTypeError, "ShmemTypeError", PyExc_TypeError, "An argument has the wrong kind (dtype, width)."},
@@ -118,127 +123,177 @@ NB_MODULE(_hpshmem, m) {
   RegisterErrors(m);
   hpshmem_python::RegisterFastPath(m);
 
-  m.def("get_unique_id", [](const std::string& host) {
-    hpshmem::UniqueId id;
-    Check(hpshmem::GetUniqueId(&id, host));
-    return nb::bytes(reinterpret_cast<const char*>(id.bytes), hpshmem::kUniqueIdBytes);
-  }, nb::arg("host") = "", "Opens rank 0's bootstrap listener here; returns the 128-byte unique id.");
+  m.def(
+      "get_unique_id",
+      [](const std::string& host) {
+        hpshmem::UniqueId id;
+        Check(hpshmem::GetUniqueId(&id, host));
+        return nb::bytes(reinterpret_cast<const char*>(id.bytes), hpshmem::kUniqueIdBytes);
+      },
+      nb::arg("host") = "", "Opens rank 0's bootstrap listener here; returns the 128-byte unique id.");
 
-  m.def("local_address_toward", [](const std::string& host) {
-    std::string out;
-    Check(hpshmem::LocalAddressToward(host, &out));
-    return out;
-  }, nb::arg("host"), "This host's address on the route toward `host` (nothing is sent).");
+  m.def(
+      "local_address_toward",
+      [](const std::string& host) {
+        std::string out;
+        Check(hpshmem::LocalAddressToward(host, &out));
+        return out;
+      },
+      nb::arg("host"), "This host's address on the route toward `host` (nothing is sent).");
 
-  m.def("init", [](int rank, int nranks, nb::object unique_id, const std::string& endpoint, size_t heap_bytes,
-                   double timeout_sec, int block_dim) {
-    hpshmem::InitAttr a;
-    hpshmem::UniqueId id;
-    a.rank = rank;
-    a.nranks = nranks;
-    if (!unique_id.is_none()) {
-      nb::bytes b = nb::cast<nb::bytes>(unique_id);
-      if (b.size() != hpshmem::kUniqueIdBytes)
-        Raise(Status::InvalidArgument("unique id must be " + std::to_string(hpshmem::kUniqueIdBytes) + " bytes"));
-      std::memcpy(id.bytes, b.c_str(), hpshmem::kUniqueIdBytes);
-      a.unique_id = &id;
-    }
-    a.endpoint = endpoint;
-    a.heap_bytes = heap_bytes;
-    a.timeout_sec = timeout_sec;
-    a.block_dim = block_dim;
-    NoGil([&] { return hpshmem::Init(a); });
-  }, nb::arg("rank"), nb::arg("nranks"), nb::arg("unique_id") = nb::none(), nb::arg("endpoint") = "",
-     nb::arg("heap_bytes") = 0, nb::arg("timeout_sec") = 0.0, nb::arg("block_dim") = 0);
+  m.def(
+      "init",
+      [](int rank, int nranks, nb::object unique_id, const std::string& endpoint, size_t heap_bytes, double timeout_sec,
+         int block_dim) {
+        hpshmem::InitAttr a;
+        hpshmem::UniqueId id;
+        a.rank = rank;
+        a.nranks = nranks;
+        if (!unique_id.is_none()) {
+          nb::bytes b = nb::cast<nb::bytes>(unique_id);
+          if (b.size() != hpshmem::kUniqueIdBytes)
+            Raise(Status::InvalidArgument("unique id must be " + std::to_string(hpshmem::kUniqueIdBytes) + " bytes"));
+          std::memcpy(id.bytes, b.c_str(), hpshmem::kUniqueIdBytes);
+          a.unique_id = &id;
+        }
+        a.endpoint = endpoint;
+        a.heap_bytes = heap_bytes;
+        a.timeout_sec = timeout_sec;
+        a.block_dim = block_dim;
+        NoGil([&] { return hpshmem::Init(a); });
+      },
+      nb::arg("rank"), nb::arg("nranks"), nb::arg("unique_id") = nb::none(), nb::arg("endpoint") = "",
+      nb::arg("heap_bytes") = 0, nb::arg("timeout_sec") = 0.0, nb::arg("block_dim") = 0);
 
   m.def("finalize", [] { NoGil([] { return hpshmem::Finalize(); }); });
   m.def("is_initialized", &hpshmem::IsInitialized);
   m.def("my_pe", &hpshmem::MyPe);
   m.def("n_pes", &hpshmem::NPes);
 
-  m.def("malloc", [](size_t bytes, size_t alignment) {
-    void* p = nullptr;
-    NoGil([&] { return hpshmem::AlignedAlloc(alignment, bytes, &p); });
-    return reinterpret_cast<uintptr_t>(p);
-  }, nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
+  m.def(
+      "malloc",
+      [](size_t bytes, size_t alignment) {
+        void* p = nullptr;
+        NoGil([&] { return hpshmem::AlignedAlloc(alignment, bytes, &p); });
+        return reinterpret_cast<uintptr_t>(p);
+      },
+      nb::arg("bytes"), nb::arg("alignment") = 64, "Collective; returns the local address.");
   m.def("free", [](uintptr_t addr) { NoGil([&] { return hpshmem::Free(P(addr)); }); });
-  m.def("free_deferred", [](uintptr_t addr) {
-    uint64_t token = 0;
-    NoGil([&] { return hpshmem::FreeDeferred(P(addr), &token); });
-    return token;
-  }, "Collective free whose bytes stay out of the heap until every rank calls release_deferred(token).");
+  m.def(
+      "free_deferred",
+      [](uintptr_t addr) {
+        uint64_t token = 0;
+        NoGil([&] { return hpshmem::FreeDeferred(P(addr), &token); });
+        return token;
+      },
+      "Collective free whose bytes stay out of the heap until every rank calls release_deferred(token).");
   m.def("release_deferred", &hpshmem::ReleaseDeferred, "This rank no longer references the block of `token`.");
   m.def("ptr", [](uintptr_t addr, int pe) { return reinterpret_cast<uintptr_t>(hpshmem::Ptr(P(addr), pe)); });
-  m.def("peer_transport", [](int pe) {
-    const char* t = hpshmem::PeerTransport(pe);
-    if (!t) Raise(Status::InvalidArgument("peer_transport: rank " + std::to_string(pe) + " is out of range"));
-    return std::string(t);
-  }, "How this rank reaches rank `pe`: \"self\", \"shm\" or \"ucx\".");
-  m.def("workspace", [] {
-    void* p = nullptr;
-    Check(hpshmem::CollectiveWorkspace(&p));
-    return nb::make_tuple(reinterpret_cast<uintptr_t>(p), hpshmem::kWorkspaceBytes);
-  }, "(address, bytes) of the symmetric block reserved for the library's collectives.");
+  m.def(
+      "peer_transport",
+      [](int pe) {
+        const char* t = hpshmem::PeerTransport(pe);
+        if (!t) Raise(Status::InvalidArgument("peer_transport: rank " + std::to_string(pe) + " is out of range"));
+        return std::string(t);
+      },
+      "How this rank reaches rank `pe`: \"self\", \"shm\" or \"ucx\".");
+  m.def(
+      "workspace",
+      [] {
+        void* p = nullptr;
+        Check(hpshmem::CollectiveWorkspace(&p));
+        return nb::make_tuple(reinterpret_cast<uintptr_t>(p), hpshmem::kWorkspaceBytes);
+      },
+      "(address, bytes) of the symmetric block reserved for the library's collectives.");
   m.def("is_symmetric", [](uintptr_t addr, size_t bytes) { return hpshmem::IsSymmetric(P(addr), bytes); });
 
-  m.def("put", [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
-    NoGil([&] { return hpshmem::ops::PutMem(P(dest), P(src), bytes, pe, block_dim); });
-  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
-  m.def("get", [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
-    NoGil([&] { return hpshmem::ops::GetMem(P(dest), P(src), bytes, pe, block_dim); });
-  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
-  m.def("put_signal", [](uintptr_t dest, uintptr_t src, size_t bytes, uintptr_t sig, int width, int64_t value, int op,
-                         int pe, int block_dim) {
-    auto t = Width(width);
-    NoGil([&] {
-      return hpshmem::ops::PutMemSignal(P(dest), P(src), bytes, P(sig), t, value, static_cast<hpshmem::SignalOp>(op),
-                                        pe, block_dim);
-    });
-  }, nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("sig"), nb::arg("width"), nb::arg("value"),
-     nb::arg("op"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def(
+      "put",
+      [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
+        NoGil([&] { return hpshmem::ops::PutMem(P(dest), P(src), bytes, pe, block_dim); });
+      },
+      nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def(
+      "get",
+      [](uintptr_t dest, uintptr_t src, size_t bytes, int pe, int block_dim) {
+        NoGil([&] { return hpshmem::ops::GetMem(P(dest), P(src), bytes, pe, block_dim); });
+      },
+      nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("pe"), nb::arg("block_dim") = 0);
+  m.def(
+      "put_signal",
+      [](uintptr_t dest, uintptr_t src, size_t bytes, uintptr_t sig, int width, int64_t value, int op, int pe,
+         int block_dim) {
+        auto t = Width(width);
+        NoGil([&] {
+          return hpshmem::ops::PutMemSignal(P(dest), P(src), bytes, P(sig), t, value,
+                                            static_cast<hpshmem::SignalOp>(op), pe, block_dim);
+        });
+      },
+      nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("sig"), nb::arg("width"), nb::arg("value"),
+      nb::arg("op"), nb::arg("pe"), nb::arg("block_dim") = 0);
   // The argument value rules (ops/checks.h): return None or raise ShmemValueError. Sizes in elements.
-  m.def("check_index", [](int64_t v, const std::string& name) { Check(hpshmem::ops::CheckIndex(v, name.c_str())); },
-        nb::arg("value"), nb::arg("name"), "name >= 0.");
-  m.def("check_span", [](int64_t numel, int64_t offset, int64_t size, const std::string& name,
-                         const std::string& offset_name) {
-    Check(hpshmem::ops::CheckSpan(numel, offset, size, name.c_str(), offset_name.c_str()));
-  }, nb::arg("numel"), nb::arg("offset"), nb::arg("size"), nb::arg("name"), nb::arg("offset_name"),
-     "offset + size <= numel (offset and size already >= 0).");
-  m.def("check_copy_range", [](int64_t target_numel, int64_t target_offset, int64_t src_numel, int64_t src_offset,
-                               int64_t size) {
-    Check(hpshmem::ops::CheckCopyRange(target_numel, target_offset, src_numel, src_offset, size));
-  }, nb::arg("target_numel"), nb::arg("target_offset"), nb::arg("src_numel"), nb::arg("src_offset"), nb::arg("size"),
-     "A put/get's offsets and size: each >= 0, both windows inside their tensors.");
-  m.def("check_rank", [](int64_t rank, int64_t world, const std::string& name) {
-    Check(hpshmem::ops::CheckRank(rank, world, name.c_str()));
-  }, nb::arg("rank"), nb::arg("world"), nb::arg("name"), "0 <= rank < world.");
-  m.def("check_block_dim", [](int64_t v) { Check(hpshmem::ops::CheckBlockDim(v)); }, nb::arg("block_dim"),
-        "1 <= block_dim <= 64.");
-  m.def("check_signal_offset", [](int64_t offset, int64_t numel, const std::string& name) {
-    Check(hpshmem::ops::CheckSignalOffset(offset, numel, name.c_str()));
-  }, nb::arg("offset"), nb::arg("numel"), nb::arg("name"), "0 <= offset < numel of signal tensor `name`.");
-  m.def("check_signal_value", [](int64_t value, int width, const std::string& name) {
-    Check(hpshmem::ops::CheckSignalValue(value, width, name.c_str()));
-  }, nb::arg("value"), nb::arg("width"), nb::arg("name"), "value fits a signal word of `width` bytes.");
-  m.def("check_signal_op", [](int64_t op) { Check(hpshmem::ops::CheckSignalOpCode(op)); }, nb::arg("op"),
-        "SET (0) or ADD (1).");
-  m.def("check_compare_op", [](int64_t op) { Check(hpshmem::ops::CheckCompareOpCode(op)); }, nb::arg("op"),
-        "0=eq 1=gt 2=lt 3=ne 4=ge 5=le.");
+  m.def(
+      "check_index", [](int64_t v, const std::string& name) { Check(hpshmem::ops::CheckIndex(v, name.c_str())); },
+      nb::arg("value"), nb::arg("name"), "name >= 0.");
+  m.def(
+      "check_span",
+      [](int64_t numel, int64_t offset, int64_t size, const std::string& name, const std::string& offset_name) {
+        Check(hpshmem::ops::CheckSpan(numel, offset, size, name.c_str(), offset_name.c_str()));
+      },
+      nb::arg("numel"), nb::arg("offset"), nb::arg("size"), nb::arg("name"), nb::arg("offset_name"),
+      "offset + size <= numel (offset and size already >= 0).");
+  m.def(
+      "check_copy_range",
+      [](int64_t target_numel, int64_t target_offset, int64_t src_numel, int64_t src_offset, int64_t size) {
+        Check(hpshmem::ops::CheckCopyRange(target_numel, target_offset, src_numel, src_offset, size));
+      },
+      nb::arg("target_numel"), nb::arg("target_offset"), nb::arg("src_numel"), nb::arg("src_offset"), nb::arg("size"),
+      "A put/get's offsets and size: each >= 0, both windows inside their tensors.");
+  m.def(
+      "check_rank",
+      [](int64_t rank, int64_t world, const std::string& name) {
+        Check(hpshmem::ops::CheckRank(rank, world, name.c_str()));
+      },
+      nb::arg("rank"), nb::arg("world"), nb::arg("name"), "0 <= rank < world.");
+  m.def(
+      "check_block_dim", [](int64_t v) { Check(hpshmem::ops::CheckBlockDim(v)); }, nb::arg("block_dim"),
+      "1 <= block_dim <= 64.");
+  m.def(
+      "check_signal_offset",
+      [](int64_t offset, int64_t numel, const std::string& name) {
+        Check(hpshmem::ops::CheckSignalOffset(offset, numel, name.c_str()));
+      },
+      nb::arg("offset"), nb::arg("numel"), nb::arg("name"), "0 <= offset < numel of signal tensor `name`.");
+  m.def(
+      "check_signal_value",
+      [](int64_t value, int width, const std::string& name) {
+        Check(hpshmem::ops::CheckSignalValue(value, width, name.c_str()));
+      },
+      nb::arg("value"), nb::arg("width"), nb::arg("name"), "value fits a signal word of `width` bytes.");
+  m.def(
+      "check_signal_op", [](int64_t op) { Check(hpshmem::ops::CheckSignalOpCode(op)); }, nb::arg("op"),
+      "SET (0) or ADD (1).");
+  m.def(
+      "check_compare_op", [](int64_t op) { Check(hpshmem::ops::CheckCompareOpCode(op)); }, nb::arg("op"),
+      "0=eq 1=gt 2=lt 3=ne 4=ge 5=le.");
   m.def("signal", [](uintptr_t sig, int width, int64_t value, int op, int pe) {
     auto t = Width(width);
     // Not a wait and not a copy: a few atomics, cheaper with the GIL held.
     Check(hpshmem::ops::SignalOpRemote(P(sig), t, value, static_cast<hpshmem::SignalOp>(op), pe));
   });
-  m.def("wait_until", [](uintptr_t sig, int width, int cmp, int64_t value, const std::string& label, int team) {
-    auto t = Width(width);
-    int64_t seen = 0;
-    NoGil([&] {
-      return hpshmem::ops::SignalWaitUntil(P(sig), t, static_cast<hpshmem::Cmp>(cmp), value, &seen,
-                                           label.empty() ? nullptr : label.c_str(), team);
-    });
-    return seen;
-  }, nb::arg("sig"), nb::arg("width"), nb::arg("cmp"), nb::arg("value"), nb::arg("label") = "",
-     nb::arg("team") = 0, "A lost rank fails the wait only when it is a member of `team` (0: any rank).");
+  m.def(
+      "wait_until",
+      [](uintptr_t sig, int width, int cmp, int64_t value, const std::string& label, int team) {
+        auto t = Width(width);
+        int64_t seen = 0;
+        NoGil([&] {
+          return hpshmem::ops::SignalWaitUntil(P(sig), t, static_cast<hpshmem::Cmp>(cmp), value, &seen,
+                                               label.empty() ? nullptr : label.c_str(), team);
+        });
+        return seen;
+      },
+      nb::arg("sig"), nb::arg("width"), nb::arg("cmp"), nb::arg("value"), nb::arg("label") = "", nb::arg("team") = 0,
+      "A lost rank fails the wait only when it is a member of `team` (0: any rank).");
   m.def("signal_fetch", [](uintptr_t sig, int width) {
     int64_t v = 0;
     Check(hpshmem::SignalFetch(P(sig), Width(width), &v));
@@ -249,127 +304,158 @@ NB_MODULE(_hpshmem, m) {
   m.def("barrier", [] { NoGil([] { return hpshmem::Barrier(); }); });
 
   // Teams (hpshmem.h): ids are this rank's handles, 0 the world.
-  m.def("team_create", [](const std::vector<int>& pes) {
-    int t = -1;
-    NoGil([&] { return hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &t); });
-    return t;
-  }, nb::arg("pes"), "Collective over the members only: the team of these global ranks, in this order.");
+  m.def(
+      "team_create",
+      [](const std::vector<int>& pes) {
+        int t = -1;
+        NoGil([&] { return hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &t); });
+        return t;
+      },
+      nb::arg("pes"), "Collective over the members only: the team of these global ranks, in this order.");
   m.def("team_destroy", [](int team) { NoGil([&] { return hpshmem::TeamDestroy(team); }); }, nb::arg("team"));
-  m.def("team_info", [](int team) {
-    hpshmem::TeamView v;
-    Check(hpshmem::GetTeam(team, &v));
-    return nb::make_tuple(v.me, std::vector<int>(v.pes, v.pes + v.size));
-  }, nb::arg("team"), "(this rank's team rank, the members' global ranks).");
+  m.def(
+      "team_info",
+      [](int team) {
+        hpshmem::TeamView v;
+        Check(hpshmem::GetTeam(team, &v));
+        return nb::make_tuple(v.me, std::vector<int>(v.pes, v.pes + v.size));
+      },
+      nb::arg("team"), "(this rank's team rank, the members' global ranks).");
   m.def("set_thread_wait_timeout", &hpshmem::SetThreadWaitTimeout, nb::arg("seconds"),
         "Bounds this thread's waits by `seconds` (<= 0: the job's timeout); returns the previous setting.");
   m.def("team_barrier", [](int team) { NoGil([&] { return hpshmem::ops::TeamBarrier(team); }); }, nb::arg("team"));
 
   // Collectives (protocol in ops/ops.h); the fused ops of the Python algorithms share the epochs.
   // `team`: 0 = every rank; peers and roots are team ranks.
-  m.def("coll_epoch", [](int team) {
-    hpshmem::TeamView v;
-    Check(hpshmem::GetTeam(team, &v));
-    return v.counters->epoch;
-  }, nb::arg("team") = 0);
-  m.def("coll_begin", [](int team) {
-    int64_t e = 0;
-    Check(hpshmem::ops::CollectiveBegin(&e, team));
-    return e;
-  }, nb::arg("team") = 0);
-  m.def("coll_wait_ready", [](int peer, int64_t epoch, int team) {
-    NoGil([&] { return hpshmem::ops::CollectiveWaitReady(peer, epoch, team); });
-  }, nb::arg("peer"), nb::arg("epoch"), nb::arg("team") = 0);
-  m.def("coll_wait_consumed", [](int64_t extra, int team) {
-    NoGil([&] { return hpshmem::ops::CollectiveWaitConsumed(extra, team); });
-  }, nb::arg("extra"), nb::arg("team") = 0);
-  m.def("coll_consumed", [](int peer, int team) { Check(hpshmem::ops::CollectiveConsumed(peer, team)); },
-        nb::arg("peer"), nb::arg("team") = 0);
-  m.def("allgather", [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim, int team,
-                        uintptr_t copy_to) {
-    NoGil([&] {
-      Status s = hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim, team);
-      if (!s.ok() || !copy_to) return s;
-      hpshmem::TeamView v;
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
-      return CopyOut(copy_to, out, bytes * static_cast<size_t>(v.size));
-    });
-  }, nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0,
-     nb::arg("team") = 0, nb::arg("copy_to") = 0,
-     "Collective: symmetric `out` (W * bytes) = every member's `input`; `copy_to` (0: none): where `out` is "
-     "copied too, for a front end staging a user's tensor through the heap.");
-  m.def("alltoall", [](const std::vector<uintptr_t>& sends, const std::vector<int64_t>& send_elems, uintptr_t recv,
-                       const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim, int team,
-                       uintptr_t copy_to) {
-    hpshmem::TeamView v;
-    Check(hpshmem::GetTeam(team, &v));
-    size_t w = static_cast<size_t>(v.size);
-    if (sends.size() != w || send_elems.size() != w || recv_elems.size() != w)
-      Check(hpshmem::Status::InvalidArgument("alltoall: one send, send count and receive count per rank"));
-    std::vector<const void*> ptrs(w);
-    for (size_t i = 0; i < w; ++i) ptrs[i] = P(sends[i]);
-    NoGil([&] {
-      Status s = hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
-                                        block_dim, team);
-      size_t total = 0;
-      for (int64_t n : recv_elems) total += static_cast<size_t>(n);
-      return s.ok() ? CopyOut(copy_to, recv, total * itemsize) : s;
-    });
-  }, nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
-     nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0, nb::arg("copy_to") = 0,
-     "`copy_to` (0: none): where the received pieces (packed by source) are copied too.");
-  m.def("allreduce", [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team, uintptr_t src,
-                        uintptr_t out) {
-    NoGil([&] {
-      Status s = hpshmem::ops::Allreduce(P(data), count, static_cast<hpshmem::ops::DType>(dtype),
-                                         static_cast<hpshmem::ops::ReduceOp>(op),
-                                         static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm), team,
-                                         src ? P(src) : nullptr);
-      return s.ok() ? CopyOut(out, data, count * hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype)))
-                    : s;
-    });
-  }, nb::arg("data"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("algorithm") = 0,
-     nb::arg("team") = 0, nb::arg("src") = 0, nb::arg("out") = 0,
-     "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
-     "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm. `src` (an address, 0: none): reduce every rank's "
-     "`src` instead, `data` then being its staging copy; `out` (0: none): where the result is copied too.");
-  m.def("reduce_scatter", [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team, uintptr_t src) {
-    NoGil([&] {
-      if (src) {  // staged: nobody reads `in` between calls (each call waits for its readers before it returns)
+  m.def(
+      "coll_epoch",
+      [](int team) {
         hpshmem::TeamView v;
-        HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
-        size_t item = hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype));
-        if (!hpshmem::IsSymmetric(P(in), count * item * static_cast<size_t>(v.size)))
-          return Status::InvalidArgument("reduce_scatter: the staging input is not symmetric");
-        CopyOut(in, src, count * item * static_cast<size_t>(v.size));
-      }
-      return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
-                                         static_cast<hpshmem::ops::ReduceOp>(op), team);
-    });
-  }, nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("team") = 0,
-     nb::arg("src") = 0,
-     "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count). "
-     "`src` (0: none): W*count elements copied into `input` first (a front end's staging).");
-  m.def("broadcast", [](uintptr_t data, size_t bytes, int root, int team, uintptr_t src, uintptr_t out) {
-    NoGil([&] {
-      Status s = hpshmem::ops::Broadcast(P(data), bytes, root, team, src ? P(src) : nullptr);
-      return s.ok() ? CopyOut(out, data, bytes) : s;
-    });
-  }, nb::arg("data"), nb::arg("bytes"), nb::arg("root"), nb::arg("team") = 0, nb::arg("src") = 0,
-     nb::arg("out") = 0,
-     "Collective: symmetric `data` (bytes) = root's (a team rank). `src` (root, 0: none): root sends these bytes "
-     "instead of its `data`; `out` (0: none): where the result is copied too.");
+        Check(hpshmem::GetTeam(team, &v));
+        return v.counters->epoch;
+      },
+      nb::arg("team") = 0);
+  m.def(
+      "coll_begin",
+      [](int team) {
+        int64_t e = 0;
+        Check(hpshmem::ops::CollectiveBegin(&e, team));
+        return e;
+      },
+      nb::arg("team") = 0);
+  m.def(
+      "coll_wait_ready",
+      [](int peer, int64_t epoch, int team) {
+        NoGil([&] { return hpshmem::ops::CollectiveWaitReady(peer, epoch, team); });
+      },
+      nb::arg("peer"), nb::arg("epoch"), nb::arg("team") = 0);
+  m.def(
+      "coll_wait_consumed",
+      [](int64_t extra, int team) { NoGil([&] { return hpshmem::ops::CollectiveWaitConsumed(extra, team); }); },
+      nb::arg("extra"), nb::arg("team") = 0);
+  m.def(
+      "coll_consumed", [](int peer, int team) { Check(hpshmem::ops::CollectiveConsumed(peer, team)); }, nb::arg("peer"),
+      nb::arg("team") = 0);
+  m.def(
+      "allgather",
+      [](uintptr_t out, uintptr_t in, size_t bytes, bool pull, int block_dim, int team, uintptr_t copy_to) {
+        NoGil([&] {
+          Status s = hpshmem::ops::Allgather(P(out), P(in), bytes, pull, block_dim, team);
+          if (!s.ok() || !copy_to) return s;
+          hpshmem::TeamView v;
+          HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
+          return CopyOut(copy_to, out, bytes * static_cast<size_t>(v.size));
+        });
+      },
+      nb::arg("out"), nb::arg("input"), nb::arg("bytes"), nb::arg("pull"), nb::arg("block_dim") = 0,
+      nb::arg("team") = 0, nb::arg("copy_to") = 0,
+      "Collective: symmetric `out` (W * bytes) = every member's `input`; `copy_to` (0: none): where `out` is "
+      "copied too, for a front end staging a user's tensor through the heap.");
+  m.def(
+      "alltoall",
+      [](const std::vector<uintptr_t>& sends, const std::vector<int64_t>& send_elems, uintptr_t recv,
+         const std::vector<int64_t>& recv_elems, size_t itemsize, bool pull, int block_dim, int team,
+         uintptr_t copy_to) {
+        hpshmem::TeamView v;
+        Check(hpshmem::GetTeam(team, &v));
+        size_t w = static_cast<size_t>(v.size);
+        if (sends.size() != w || send_elems.size() != w || recv_elems.size() != w)
+          Check(hpshmem::Status::InvalidArgument("alltoall: one send, send count and receive count per rank"));
+        std::vector<const void*> ptrs(w);
+        for (size_t i = 0; i < w; ++i) ptrs[i] = P(sends[i]);
+        NoGil([&] {
+          Status s = hpshmem::ops::Alltoall(ptrs.data(), send_elems.data(), P(recv), recv_elems.data(), itemsize, pull,
+                                            block_dim, team);
+          size_t total = 0;
+          for (int64_t n : recv_elems) total += static_cast<size_t>(n);
+          return s.ok() ? CopyOut(copy_to, recv, total * itemsize) : s;
+        });
+      },
+      nb::arg("sends"), nb::arg("send_elems"), nb::arg("recv"), nb::arg("recv_elems"), nb::arg("itemsize"),
+      nb::arg("pull"), nb::arg("block_dim") = 0, nb::arg("team") = 0, nb::arg("copy_to") = 0,
+      "`copy_to` (0: none): where the received pieces (packed by source) are copied too.");
+  m.def(
+      "allreduce",
+      [](uintptr_t data, size_t count, int dtype, int op, int algorithm, int team, uintptr_t src, uintptr_t out) {
+        NoGil([&] {
+          Status s = hpshmem::ops::Allreduce(
+              P(data), count, static_cast<hpshmem::ops::DType>(dtype), static_cast<hpshmem::ops::ReduceOp>(op),
+              static_cast<hpshmem::ops::AllreduceAlgorithm>(algorithm), team, src ? P(src) : nullptr);
+          return s.ok() ? CopyOut(out, data, count * hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype)))
+                        : s;
+        });
+      },
+      nb::arg("data"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("algorithm") = 0, nb::arg("team") = 0,
+      nb::arg("src") = 0, nb::arg("out") = 0,
+      "Collective, in place on symmetric `data` (count elements). dtype, op and algorithm: the codes of "
+      "ops::DType, ops::ReduceOp and ops::AllreduceAlgorithm. `src` (an address, 0: none): reduce every rank's "
+      "`src` instead, `data` then being its staging copy; `out` (0: none): where the result is copied too.");
+  m.def(
+      "reduce_scatter",
+      [](uintptr_t out, uintptr_t in, size_t count, int dtype, int op, int team, uintptr_t src) {
+        NoGil([&] {
+          if (src) {  // staged: nobody reads `in` between calls (each call waits for its readers before it returns)
+            hpshmem::TeamView v;
+            HPSHMEM_RETURN_IF_ERROR(hpshmem::GetTeam(team, &v));
+            size_t item = hpshmem::ops::DTypeSize(static_cast<hpshmem::ops::DType>(dtype));
+            if (!hpshmem::IsSymmetric(P(in), count * item * static_cast<size_t>(v.size)))
+              return Status::InvalidArgument("reduce_scatter: the staging input is not symmetric");
+            CopyOut(in, src, count * item * static_cast<size_t>(v.size));
+          }
+          return hpshmem::ops::ReduceScatter(P(out), P(in), count, static_cast<hpshmem::ops::DType>(dtype),
+                                             static_cast<hpshmem::ops::ReduceOp>(op), team);
+        });
+      },
+      nb::arg("out"), nb::arg("input"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"), nb::arg("team") = 0,
+      nb::arg("src") = 0,
+      "Collective: out (count elements) = this rank's block of the reduction of symmetric `input` (W*count). "
+      "`src` (0: none): W*count elements copied into `input` first (a front end's staging).");
+  m.def(
+      "broadcast",
+      [](uintptr_t data, size_t bytes, int root, int team, uintptr_t src, uintptr_t out) {
+        NoGil([&] {
+          Status s = hpshmem::ops::Broadcast(P(data), bytes, root, team, src ? P(src) : nullptr);
+          return s.ok() ? CopyOut(out, data, bytes) : s;
+        });
+      },
+      nb::arg("data"), nb::arg("bytes"), nb::arg("root"), nb::arg("team") = 0, nb::arg("src") = 0, nb::arg("out") = 0,
+      "Collective: symmetric `data` (bytes) = root's (a team rank). `src` (root, 0: none): root sends these bytes "
+      "instead of its `data`; `out` (0: none): where the result is copied too.");
   m.def("debug_state", &hpshmem::DebugState);
   m.def("graph_last_error", &hpshmem::mindspore_graph::LastError,
         "Why the last MindSpore graph-mode kernel failed (empty if none did).");
-  m.def("environment_settings", [] {
-    hpshmem::RuntimeInfo i;
-    Check(hpshmem::EnvironmentSettings(&i));
-    nb::dict d;
-    d["heap_bytes"] = i.heap_bytes;
-    d["timeout_sec"] = i.timeout_sec;
-    d["block_dim"] = i.block_dim;
-    return d;
-  }, "Settings the runtime would read from the environment (heap_bytes, timeout_sec, block_dim).");
+  m.def(
+      "environment_settings",
+      [] {
+        hpshmem::RuntimeInfo i;
+        Check(hpshmem::EnvironmentSettings(&i));
+        nb::dict d;
+        d["heap_bytes"] = i.heap_bytes;
+        d["timeout_sec"] = i.timeout_sec;
+        d["block_dim"] = i.block_dim;
+        return d;
+      },
+      "Settings the runtime would read from the environment (heap_bytes, timeout_sec, block_dim).");
   m.def("parse_byte_size", [](const std::string& text, const std::string& what) {
     size_t v = 0;
     Check(hpshmem::ParseByteSize(text, what.c_str(), &v));

@@ -176,8 +176,10 @@ bool SignalValue(PyObject* o, hpshmem::SignalType type, int64_t* v) {
 bool SignalOpArg(PyObject* o, hpshmem::SignalOp* op) {
   int64_t v = -1;
   if (PyUnicode_Check(o)) {
-    if (!PyUnicode_CompareWithASCIIString(o, "set") || !PyUnicode_CompareWithASCIIString(o, "SET")) v = 0;
-    else if (!PyUnicode_CompareWithASCIIString(o, "add") || !PyUnicode_CompareWithASCIIString(o, "ADD")) v = 1;
+    if (!PyUnicode_CompareWithASCIIString(o, "set") || !PyUnicode_CompareWithASCIIString(o, "SET"))
+      v = 0;
+    else if (!PyUnicode_CompareWithASCIIString(o, "add") || !PyUnicode_CompareWithASCIIString(o, "ADD"))
+      v = 1;
   } else if (!Int(o, &v)) {
     return false;
   }
@@ -252,19 +254,26 @@ bool ReduceOpArg(PyObject* o, int* op) {
 }
 
 bool AlgorithmArg(PyObject* o, int* algorithm) {
-  if (o == Py_None) *algorithm = 0;
-  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "one_shot")) *algorithm = 1;
-  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "two_shot")) *algorithm = 2;
-  else return false;
+  if (o == Py_None)
+    *algorithm = 0;
+  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "one_shot"))
+    *algorithm = 1;
+  else if (PyUnicode_Check(o) && !PyUnicode_CompareWithASCIIString(o, "two_shot"))
+    *algorithm = 2;
+  else
+    return false;
   return true;
 }
 
 // "push" or "pull" (the only modes); *pull receives which.
 bool Mode(PyObject* o, bool* pull) {
   if (!PyUnicode_Check(o)) return false;
-  if (!PyUnicode_CompareWithASCIIString(o, "push")) *pull = false;
-  else if (!PyUnicode_CompareWithASCIIString(o, "pull")) *pull = true;
-  else return false;
+  if (!PyUnicode_CompareWithASCIIString(o, "push"))
+    *pull = false;
+  else if (!PyUnicode_CompareWithASCIIString(o, "pull"))
+    *pull = true;
+  else
+    return false;
   return true;
 }
 
@@ -275,49 +284,54 @@ void RegisterFastPath(nb::module_& m) {
   s_is_cpu = PyUnicode_InternFromString("is_cpu");
   s_device = PyUnicode_InternFromString("device");
 
-  m.def("fast_register", [](const std::string& kind, nb::handle tensor_type, nb::dict dtypes, nb::handle int32,
-                            nb::handle int64, nb::handle reader, nb::handle names) {
-    Framework f;
-    if (kind == "torch") f.kind = Kind::kTorch;
-    else if (kind == "mindspore") f.kind = Kind::kMindSpore;
-    else throw nb::value_error("fast_register: kind must be 'torch' or 'mindspore'");
-    const bool torch = f.kind == Kind::kTorch;
-    auto name = [&](const char* key, const char* def) {
-      PyObject* n = names.is_none() ? nullptr : PyDict_GetItemString(names.ptr(), key);
-      if (!n) return PyUnicode_InternFromString(def);
-      Py_INCREF(n);
-      return n;
-    };
-    f.dtype_attr = name("dtype", "dtype");
-    f.numel_attr = name("numel", torch ? "numel" : "size");
-    f.numel_is_method = torch;
-    f.data_ptr_method = name("data_ptr", "data_ptr");
-    f.tensor_type = tensor_type.inc_ref().ptr();
-    for (auto [d, size] : dtypes) f.dtypes.emplace_back(d.inc_ref().ptr(), nb::cast<int>(size));
-    if (reader.is_none()) {
-      f.int32 = reinterpret_cast<intptr_t>(int32.inc_ref().ptr());
-      f.int64 = reinterpret_cast<intptr_t>(int64.inc_ref().ptr());
-    } else {
-      void* fn = PyCapsule_GetPointer(reader.ptr(), HP_TENSOR_READER_CAPSULE);
-      if (!fn) throw nb::python_error();
-      f.reader = reinterpret_cast<HpDescribeTensor>(fn);
-      f.int32 = nb::cast<intptr_t>(int32);  // the reader's codes
-      f.int64 = nb::cast<intptr_t>(int64);
-    }
-    g_fw = std::move(f);  // registered once per process; the old references are kept (a few objects)
-  }, nb::arg("kind"), nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int32"), nb::arg("int64"),
-     nb::arg("reader").none() = nb::none(), nb::arg("names").none() = nb::none(),
-     "Which tensors the fast path reads: the framework's tensor type, {dtype object: itemsize in bytes}, and "
-     "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes, or "
-     "else {'dtype', 'numel', 'data_ptr': attribute names} to read instead of the public ones.");
+  m.def(
+      "fast_register",
+      [](const std::string& kind, nb::handle tensor_type, nb::dict dtypes, nb::handle int32, nb::handle int64,
+         nb::handle reader, nb::handle names) {
+        Framework f;
+        if (kind == "torch")
+          f.kind = Kind::kTorch;
+        else if (kind == "mindspore")
+          f.kind = Kind::kMindSpore;
+        else
+          throw nb::value_error("fast_register: kind must be 'torch' or 'mindspore'");
+        const bool torch = f.kind == Kind::kTorch;
+        auto name = [&](const char* key, const char* def) {
+          PyObject* n = names.is_none() ? nullptr : PyDict_GetItemString(names.ptr(), key);
+          if (!n) return PyUnicode_InternFromString(def);
+          Py_INCREF(n);
+          return n;
+        };
+        f.dtype_attr = name("dtype", "dtype");
+        f.numel_attr = name("numel", torch ? "numel" : "size");
+        f.numel_is_method = torch;
+        f.data_ptr_method = name("data_ptr", "data_ptr");
+        f.tensor_type = tensor_type.inc_ref().ptr();
+        for (auto [d, size] : dtypes) f.dtypes.emplace_back(d.inc_ref().ptr(), nb::cast<int>(size));
+        if (reader.is_none()) {
+          f.int32 = reinterpret_cast<intptr_t>(int32.inc_ref().ptr());
+          f.int64 = reinterpret_cast<intptr_t>(int64.inc_ref().ptr());
+        } else {
+          void* fn = PyCapsule_GetPointer(reader.ptr(), HP_TENSOR_READER_CAPSULE);
+          if (!fn) throw nb::python_error();
+          f.reader = reinterpret_cast<HpDescribeTensor>(fn);
+          f.int32 = nb::cast<intptr_t>(int32);  // the reader's codes
+          f.int64 = nb::cast<intptr_t>(int64);
+        }
+        g_fw = std::move(f);  // registered once per process; the old references are kept (a few objects)
+      },
+      nb::arg("kind"), nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int32"), nb::arg("int64"),
+      nb::arg("reader").none() = nb::none(), nb::arg("names").none() = nb::none(),
+      "Which tensors the fast path reads: the framework's tensor type, {dtype object: itemsize in bytes}, and "
+      "optionally a tensor reader capsule (tensor_view.h), with int32/int64 then given as the reader's codes, or "
+      "else {'dtype', 'numel', 'data_ptr': attribute names} to read instead of the public ones.");
 
   // put and get differ only in which side is symmetric and in the runtime call.
   auto copy = [](bool put) {
-    return [put](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
-                 nb::handle rank, nb::handle block_dim) {
+    return [put](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size, nb::handle rank,
+                 nb::handle block_dim) {
       CopyArgs a;
-      if (!CopyCheck(put, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
-                     &a))
+      if (!CopyCheck(put, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(), &a))
         return false;
       Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
         auto* dst = reinterpret_cast<void*>(a.dst);
@@ -337,151 +351,166 @@ void RegisterFastPath(nb::module_& m) {
         nb::arg("block_dim").none() = nb::none(),
         "shmem_get's arguments; True when done, False when the Python path must check them.");
 
-  m.def("fast_put_signal", [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size,
-                              nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank,
-                              nb::handle block_dim) {
-    CopyArgs a;
-    uintptr_t sig_addr;
-    hpshmem::SignalType type;
-    int64_t off, v;
-    hpshmem::SignalOp sop;
-    if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
-                   &a) ||
-        !SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-        !SignalOpArg(op.ptr(), &sop))
-      return false;
-    Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
-      return hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src), a.bytes,
-                                        reinterpret_cast<void*>(sig_addr), type, v, sop, a.pe, a.block_dim);
-    });
-    return true;
-  }, nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(),
-     nb::arg("size").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),
-     nb::arg("signal_value").none(), nb::arg("signal_op").none(), nb::arg("target_rank").none(),
-     nb::arg("block_dim").none() = nb::none(),
-     "shmem_put_with_signal's arguments; True when done, False when the Python path must check them.");
+  m.def(
+      "fast_put_signal",
+      [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size, nb::handle sig,
+         nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank, nb::handle block_dim) {
+        CopyArgs a;
+        uintptr_t sig_addr;
+        hpshmem::SignalType type;
+        int64_t off, v;
+        hpshmem::SignalOp sop;
+        if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
+                       &a) ||
+            !SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+            !SignalOpArg(op.ptr(), &sop))
+          return false;
+        Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
+          return hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src),
+                                            a.bytes, reinterpret_cast<void*>(sig_addr), type, v, sop, a.pe,
+                                            a.block_dim);
+        });
+        return true;
+      },
+      nb::arg("target").none(), nb::arg("target_offset").none(), nb::arg("src").none(), nb::arg("src_offset").none(),
+      nb::arg("size").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
+      nb::arg("signal_op").none(), nb::arg("target_rank").none(), nb::arg("block_dim").none() = nb::none(),
+      "shmem_put_with_signal's arguments; True when done, False when the Python path must check them.");
 
-  m.def("fast_signal", [](nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank) {
-    uintptr_t sig_addr;
-    hpshmem::SignalType type;
-    int64_t off, v;
-    hpshmem::SignalOp sop;
-    int pe;
-    if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-        !SignalOpArg(op.ptr(), &sop) || !Rank(rank.ptr(), &pe))
-      return false;
-    Run(hpshmem::DirectlyReachable(pe), [&] {
-      return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(sig_addr), type, v, sop, pe);
-    });
-    return true;
-  }, nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
-     nb::arg("signal_op").none(), nb::arg("target_rank").none(),
-     "shmem_signal_op's arguments; True when done, False when the Python path must check them.");
+  m.def(
+      "fast_signal",
+      [](nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank) {
+        uintptr_t sig_addr;
+        hpshmem::SignalType type;
+        int64_t off, v;
+        hpshmem::SignalOp sop;
+        int pe;
+        if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+            !SignalOpArg(op.ptr(), &sop) || !Rank(rank.ptr(), &pe))
+          return false;
+        Run(hpshmem::DirectlyReachable(pe),
+            [&] { return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(sig_addr), type, v, sop, pe); });
+        return true;
+      },
+      nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
+      nb::arg("signal_op").none(), nb::arg("target_rank").none(),
+      "shmem_signal_op's arguments; True when done, False when the Python path must check them.");
 
-  m.def("fast_register_reduce", [](nb::list pairs) {
-    std::vector<std::pair<intptr_t, int>> codes;
-    for (nb::handle pair : pairs) {
-      nb::handle id = pair[0];
-      // The reader's integer codes, or the dtype objects themselves (kept alive: compared by address).
-      intptr_t key = g_fw.reader ? nb::cast<intptr_t>(id) : reinterpret_cast<intptr_t>(id.inc_ref().ptr());
-      codes.emplace_back(key, nb::cast<int>(pair[1]));
-    }
-    g_reduce_codes = std::move(codes);
-  }, nb::arg("pairs"), "[(dtype identity as the fast path reads it, reduce dtype code)], after fast_register.");
+  m.def(
+      "fast_register_reduce",
+      [](nb::list pairs) {
+        std::vector<std::pair<intptr_t, int>> codes;
+        for (nb::handle pair : pairs) {
+          nb::handle id = pair[0];
+          // The reader's integer codes, or the dtype objects themselves (kept alive: compared by address).
+          intptr_t key = g_fw.reader ? nb::cast<intptr_t>(id) : reinterpret_cast<intptr_t>(id.inc_ref().ptr());
+          codes.emplace_back(key, nb::cast<int>(pair[1]));
+        }
+        g_reduce_codes = std::move(codes);
+      },
+      nb::arg("pairs"), "[(dtype identity as the fast path reads it, reduce dtype code)], after fast_register.");
 
-  m.def("fast_allreduce", [](nb::handle tensor, nb::handle op, nb::handle algorithm) {
-    Tensor t;
-    int code, op_code, algo;
-    if (!Describe(tensor.ptr(), &t) || !Symmetric(t) || (code = ReduceDtype(t.dtype)) < 0 ||
-        !ReduceOpArg(op.ptr(), &op_code) || !AlgorithmArg(algorithm.ptr(), &algo))
-      return false;
-    Run(false, [&] {
-      return hpshmem::ops::Allreduce(reinterpret_cast<void*>(t.addr), static_cast<size_t>(t.numel),
-                                     static_cast<hpshmem::ops::DType>(code), static_cast<hpshmem::ops::ReduceOp>(op_code),
-                                     static_cast<hpshmem::ops::AllreduceAlgorithm>(algo));
-    });
-    return true;
-  }, nb::arg("tensor").none(), nb::arg("op").none(), nb::arg("algorithm").none(),
-     "shmem_allreduce's arguments; True when done, False when the Python path must check them.");
+  m.def(
+      "fast_allreduce",
+      [](nb::handle tensor, nb::handle op, nb::handle algorithm) {
+        Tensor t;
+        int code, op_code, algo;
+        if (!Describe(tensor.ptr(), &t) || !Symmetric(t) || (code = ReduceDtype(t.dtype)) < 0 ||
+            !ReduceOpArg(op.ptr(), &op_code) || !AlgorithmArg(algorithm.ptr(), &algo))
+          return false;
+        Run(false, [&] {
+          return hpshmem::ops::Allreduce(
+              reinterpret_cast<void*>(t.addr), static_cast<size_t>(t.numel), static_cast<hpshmem::ops::DType>(code),
+              static_cast<hpshmem::ops::ReduceOp>(op_code), static_cast<hpshmem::ops::AllreduceAlgorithm>(algo));
+        });
+        return true;
+      },
+      nb::arg("tensor").none(), nb::arg("op").none(), nb::arg("algorithm").none(),
+      "shmem_allreduce's arguments; True when done, False when the Python path must check them.");
 
-  m.def("fast_allgather", [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
-    Tensor o, i;
-    bool pull;
-    int bd;
-    const int w = hpshmem::NPes();
-    if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) || o.dtype != i.dtype || !Symmetric(o) ||
-        !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd) || w <= 0 || o.numel / w != i.numel ||
-        o.numel % w != 0)
-      return false;
-    Run(false, [&] {
-      return hpshmem::ops::Allgather(reinterpret_cast<void*>(o.addr), reinterpret_cast<const void*>(i.addr),
-                                     static_cast<size_t>(i.numel) * i.itemsize, pull, bd);
-    });
-    return true;
-  }, nb::arg("output_tensor").none(), nb::arg("input_tensor").none(), nb::arg("mode").none(),
-     nb::arg("block_dim").none() = nb::none(),
-     "shmem_allgather's arguments; True when done, False when the Python path must check them.");
+  m.def(
+      "fast_allgather",
+      [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
+        Tensor o, i;
+        bool pull;
+        int bd;
+        const int w = hpshmem::NPes();
+        if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) || o.dtype != i.dtype || !Symmetric(o) ||
+            !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd) || w <= 0 || o.numel / w != i.numel ||
+            o.numel % w != 0)
+          return false;
+        Run(false, [&] {
+          return hpshmem::ops::Allgather(reinterpret_cast<void*>(o.addr), reinterpret_cast<const void*>(i.addr),
+                                         static_cast<size_t>(i.numel) * i.itemsize, pull, bd);
+        });
+        return true;
+      },
+      nb::arg("output_tensor").none(), nb::arg("input_tensor").none(), nb::arg("mode").none(),
+      nb::arg("block_dim").none() = nb::none(),
+      "shmem_allgather's arguments; True when done, False when the Python path must check them.");
 
-  m.def("fast_alltoall", [](nb::handle sends, nb::handle receive, nb::handle counts, nb::handle mode,
-                            nb::handle block_dim) {
-    Tensor r;
-    bool pull;
-    int bd;
-    const int w = hpshmem::NPes();
-    if (w <= 0 || w > 64 || !PyList_CheckExact(sends.ptr()) || PyList_GET_SIZE(sends.ptr()) != w ||
-        !PyList_CheckExact(counts.ptr()) || PyList_GET_SIZE(counts.ptr()) != w || !Describe(receive.ptr(), &r) ||
-        !Symmetric(r) || !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd))
-      return false;
-    const void* ptrs[64];
-    int64_t send_elems[64], recv_elems[64], total = 0;
-    for (int p = 0; p < w; ++p) {
-      Tensor s;
-      if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s) || s.dtype != r.dtype || (pull && !Symmetric(s)))
-        return false;
-      if (!Int(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p]) ||
-          !hpshmem::ops::CheckIndex(recv_elems[p], "receive_list").ok())
-        return false;
-      ptrs[p] = reinterpret_cast<const void*>(s.addr);
-      send_elems[p] = s.numel;
-      total += recv_elems[p];
-      if (total > r.numel) return false;
-    }
-    Run(false, [&] {
-      return hpshmem::ops::Alltoall(ptrs, send_elems, reinterpret_cast<void*>(r.addr), recv_elems,
-                                    static_cast<size_t>(r.itemsize), pull, bd);
-    });
-    return true;
-  }, nb::arg("send_tensor_list").none(), nb::arg("receive_tensor").none(), nb::arg("receive_list").none(),
-     nb::arg("mode").none(), nb::arg("block_dim").none() = nb::none(),
-     "shmem_alltoall's arguments (lists only); True when done, False when the Python path must check them.");
+  m.def(
+      "fast_alltoall",
+      [](nb::handle sends, nb::handle receive, nb::handle counts, nb::handle mode, nb::handle block_dim) {
+        Tensor r;
+        bool pull;
+        int bd;
+        const int w = hpshmem::NPes();
+        if (w <= 0 || w > 64 || !PyList_CheckExact(sends.ptr()) || PyList_GET_SIZE(sends.ptr()) != w ||
+            !PyList_CheckExact(counts.ptr()) || PyList_GET_SIZE(counts.ptr()) != w || !Describe(receive.ptr(), &r) ||
+            !Symmetric(r) || !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd))
+          return false;
+        const void* ptrs[64];
+        int64_t send_elems[64], recv_elems[64], total = 0;
+        for (int p = 0; p < w; ++p) {
+          Tensor s;
+          if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s) || s.dtype != r.dtype || (pull && !Symmetric(s)))
+            return false;
+          if (!Int(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p]) ||
+              !hpshmem::ops::CheckIndex(recv_elems[p], "receive_list").ok())
+            return false;
+          ptrs[p] = reinterpret_cast<const void*>(s.addr);
+          send_elems[p] = s.numel;
+          total += recv_elems[p];
+          if (total > r.numel) return false;
+        }
+        Run(false, [&] {
+          return hpshmem::ops::Alltoall(ptrs, send_elems, reinterpret_cast<void*>(r.addr), recv_elems,
+                                        static_cast<size_t>(r.itemsize), pull, bd);
+        });
+        return true;
+      },
+      nb::arg("send_tensor_list").none(), nb::arg("receive_tensor").none(), nb::arg("receive_list").none(),
+      nb::arg("mode").none(), nb::arg("block_dim").none() = nb::none(),
+      "shmem_alltoall's arguments (lists only); True when done, False when the Python path must check them.");
 
-  m.def("fast_wait", [](nb::handle depend, nb::handle sig, nb::handle sig_off, nb::handle value,
-                        nb::handle cmp) -> nb::object {
-    if (!g_fw.tensor_type ||
-        (!depend.is_none() && !PyObject_TypeCheck(depend.ptr(), reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))))
-      return nb::none();
-    uintptr_t sig_addr;
-    hpshmem::SignalType type;
-    int64_t off, v, seen = 0;
-    hpshmem::Cmp c;
-    if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-        !CompareOpArg(cmp.ptr(), &c))
-      return nb::none();
-    char label[32];
-    std::snprintf(label, sizeof label, "signal[%lld]", static_cast<long long>(off));
-    // A condition that already holds needs no wait: test it once with the GIL held.
-    int64_t now = 0;
-    if (hpshmem::SignalFetch(reinterpret_cast<void*>(sig_addr), type, &now).ok() &&
-        hpshmem::CmpHolds(now, c, v)) {
-      return nb::int_(now);
-    }
-    Run(false, [&] {
-      return hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(sig_addr), type, c, v, &seen, label);
-    });
-    return nb::int_(seen);
-  }, nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),
-     nb::arg("compare_value").none(), nb::arg("compare_op").none(),
-     "shmem_wait_for_signal's arguments; the value observed, or None when the Python path must check them.");
+  m.def(
+      "fast_wait",
+      [](nb::handle depend, nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle cmp) -> nb::object {
+        if (!g_fw.tensor_type ||
+            (!depend.is_none() && !PyObject_TypeCheck(depend.ptr(), reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))))
+          return nb::none();
+        uintptr_t sig_addr;
+        hpshmem::SignalType type;
+        int64_t off, v, seen = 0;
+        hpshmem::Cmp c;
+        if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
+            !CompareOpArg(cmp.ptr(), &c))
+          return nb::none();
+        char label[32];
+        std::snprintf(label, sizeof label, "signal[%lld]", static_cast<long long>(off));
+        // A condition that already holds needs no wait: test it once with the GIL held.
+        int64_t now = 0;
+        if (hpshmem::SignalFetch(reinterpret_cast<void*>(sig_addr), type, &now).ok() && hpshmem::CmpHolds(now, c, v)) {
+          return nb::int_(now);
+        }
+        Run(false,
+            [&] { return hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(sig_addr), type, c, v, &seen, label); });
+        return nb::int_(seen);
+      },
+      nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),
+      nb::arg("compare_value").none(), nb::arg("compare_op").none(),
+      "shmem_wait_for_signal's arguments; the value observed, or None when the Python path must check them.");
 }
 
 }  // namespace hpshmem_python

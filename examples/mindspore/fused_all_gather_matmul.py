@@ -5,6 +5,7 @@ RFC's v1.0.0 never shipped for MindSpore. Checked against MindSpore's own all-ga
 The RFC's shapes; bfloat16 instead of float16 (MindSpore's CPU float16 matmul is far slower).
 Run:  msrun --worker_num 2 --local_worker_num 2 --join True examples/mindspore/fused_all_gather_matmul.py
 """
+
 import mindspore as ms
 import numpy as np
 from mindspore.communication import get_group_size, get_rank, init
@@ -28,9 +29,7 @@ signal[:] = 0
 
 symm.barrier()
 
-gather_result, matmul_result = symm.fused_all_gather_matmul(
-    a, b, None, gather_out, signal, block_size=128
-)
+gather_result, matmul_result = symm.fused_all_gather_matmul(a, b, None, gather_out, signal, block_size=128)
 # gather_result: (m_total, k)  matmul_result: (m_total, n)
 
 pieces = [None] * world_size
@@ -41,8 +40,11 @@ e = np.concatenate(pieces)
 want_rows = e[rows] @ b.astype(ms.float32).asnumpy()
 got_rows = matmul_result.astype(ms.float32).asnumpy()[rows]
 ok = np.array_equal(g, e) and np.allclose(got_rows, want_rows, rtol=2e-2, atol=5e-1)
-print(f"rank {rank}: gather_out {tuple(gather_result.shape)} and c {tuple(matmul_result.shape)} "
-      f"{'match' if ok else 'DIFFER FROM'} mindspore all_gather + matmul", flush=True)
+print(
+    f"rank {rank}: gather_out {tuple(gather_result.shape)} and c {tuple(matmul_result.shape)} "
+    f"{'match' if ok else 'DIFFER FROM'} mindspore all_gather + matmul",
+    flush=True,
+)
 symm.barrier()
 symm.finalize()
 assert ok

@@ -6,6 +6,7 @@ MindSpore-on-CPU facts: the signal is zeroed by slice assignment (the CPU build 
 in-place zero kernel) and integer arguments are ``ms.Tensor``s.
 Run:  msrun --worker_num 2 --local_worker_num 2 --join True examples/mindspore/put_signal.py
 """
+
 import mindspore as ms
 import numpy as np
 from mindspore.communication import get_rank, init
@@ -47,8 +48,10 @@ elif rank == 1:  # consumer
     )
     result = data_buf.sum()  # the data is ready
     assert np.array_equal(data_buf.asnumpy(), expected.asnumpy()), "received data differs from what rank 0 sent"
-    print(f"rank 1: received after the signal, sum={float(data_buf.astype(ms.float32).sum()):.4f} "
-          f"(matches rank 0)", flush=True)
+    print(
+        f"rank 1: received after the signal, sum={float(data_buf.astype(ms.float32).sum()):.4f} (matches rank 0)",
+        flush=True,
+    )
 
 symm.barrier()
 symm.finalize()

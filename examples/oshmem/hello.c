@@ -4,7 +4,7 @@
 #include <shmem.h>
 #include <stdio.h>
 
-long total;       /* global data is symmetric: every PE has one, reachable by all */
+long total; /* global data is symmetric: every PE has one, reachable by all */
 char greeting[64];
 
 int main(void) {

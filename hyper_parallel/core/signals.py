@@ -2,6 +2,7 @@
 MindSpore graph operators and the algorithms. The values are the runtime's (``SignalOp`` and
 ``Cmp`` in ``hpshmem.h``); plain ints and the lower-case names stay accepted wherever these are.
 """
+
 from __future__ import annotations
 
 from enum import IntEnum

@@ -151,10 +151,17 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
 
     def start(rank: int, env: dict, pass_fds=()) -> None:
         try:
-            procs.append(subprocess.Popen(cmd, env=env, pass_fds=(exit_w, *pass_fds), preexec_fn=_child_setup,
-                                          stdin=None if rank == 0 else subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    env=env,
+                    pass_fds=(exit_w, *pass_fds),
+                    preexec_fn=_child_setup,
+                    stdin=None if rank == 0 else subprocess.DEVNULL,
+                )
+            )
         except OSError as e:
-            raise SystemExit(f"oshrun: cannot start {ns.program}: {e}")
+            raise SystemExit(f"oshrun: cannot start {ns.program}: {e}") from None
 
     def forward(signum, _frame) -> None:
         # No poll() here: it would reap a PE behind _watch's back (this runs on
@@ -196,8 +203,11 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
             os.close(r)
             if uid is None:
                 code = procs[0].wait()
-                print(f"oshrun: PE 0 exited ({_status(code)}) before it opened the rendezvous "
-                      "(does the program call shmem_init?)", file=sys.stderr)
+                print(
+                    f"oshrun: PE 0 exited ({_status(code)}) before it opened the rendezvous "
+                    "(does the program call shmem_init?)",
+                    file=sys.stderr,
+                )
                 return _status(code) or 1
             for rank in range(1, ns.np):
                 e = env_for(rank)

@@ -40,8 +40,7 @@ def _choose() -> str:
     forced = os.environ.get("HYPER_PARALLEL_PLATFORM", "").strip().lower()
     if forced:
         if forced not in _PLATFORMS:
-            raise ValueError(
-                f"HYPER_PARALLEL_PLATFORM={forced!r} is not one of {sorted(_PLATFORMS)}")
+            raise ValueError(f"HYPER_PARALLEL_PLATFORM={forced!r} is not one of {sorted(_PLATFORMS)}")
         return forced
     for name in ("torch", "mindspore"):
         if name in sys.modules:
@@ -50,8 +49,8 @@ def _choose() -> str:
         if importlib.util.find_spec(name) is not None:
             return name
     raise ImportError(
-        "hyper_parallel.core.symmetric_memory needs PyTorch or MindSpore; neither is installed "
-        "(pip install torch)")
+        "hyper_parallel.core.symmetric_memory needs PyTorch or MindSpore; neither is installed (pip install torch)"
+    )
 
 
 def get_platform():
@@ -60,7 +59,8 @@ def get_platform():
     if _platform is None:
         name = _choose()
         if importlib.util.find_spec(_PLATFORMS[name]) is None:
-            raise NotImplementedError(f"the {name} handler is not part of this build yet; use torch "
-                                      f"(HYPER_PARALLEL_PLATFORM=torch)")
+            raise NotImplementedError(
+                f"the {name} handler is not part of this build yet; use torch (HYPER_PARALLEL_PLATFORM=torch)"
+            )
         _platform = importlib.import_module(_PLATFORMS[name]).platform()
     return _platform

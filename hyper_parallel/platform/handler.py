@@ -5,6 +5,7 @@ only through these methods, so the same code serves every framework. Units: size
 offsets in elements, addresses and itemsizes in bytes. Nothing here is imported at run
 time by the adapters; it is the checked description of what they provide.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
@@ -25,8 +26,9 @@ class SymmetricMemoryHandler(Protocol):
         """Called once the public API module `api` has been imported (compiler hooks)."""
 
     # ---- rendezvous
-    def rendezvous_info(self, make_unique_id: Callable[[], bytes], timeout_sec: float
-                        ) -> Tuple[int, int, Optional[bytes], str]:
+    def rendezvous_info(
+        self, make_unique_id: Callable[[], bytes], timeout_sec: float
+    ) -> Tuple[int, int, Optional[bytes], str]:
         """(rank, world size, unique id or None, bootstrap endpoint or "")."""
 
     def framework_rank(self) -> Optional[Tuple[int, int]]:

@@ -159,9 +159,9 @@ TEST(Amo, BadCallsFailBeforeTouchingAnything) {
     RCHECK(hpshmem::Amo(reinterpret_cast<char*>(w) + 4, SignalType::kInt64, AmoOp::kAdd, 1, 0, 0, nullptr).code() ==
                Code::kTypeError,
            "a misaligned word");
-    RCHECK(hpshmem::Amo(w, SignalType::kInt64, static_cast<AmoOp>(99), 1, 0, 0, nullptr).code() ==
-               Code::kInvalidArgument,
-           "an unknown op");
+    RCHECK(
+        hpshmem::Amo(w, SignalType::kInt64, static_cast<AmoOp>(99), 1, 0, 0, nullptr).code() == Code::kInvalidArgument,
+        "an unknown op");
     RCHECK(hpshmem::Amo(w, SignalType::kInt64, AmoOp::kAdd, 1, 0, n, nullptr).code() == Code::kInvalidArgument,
            "a rank out of range");
     RCHECK_OK(hpshmem::Barrier());
@@ -223,7 +223,8 @@ TEST(Amo, WaitUntilTimesOutNamingWhatItWaitedFor) {
 TEST(Amo, AliasHeapSharesPagesWithPeers) {
   auto r = RunJob(2, [](int rank, int n) {
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = 3 * page;
-    auto* mine = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    auto* mine =
+        static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     RCHECK(mine != MAP_FAILED, "mmap");
     for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(i * 7 + rank);
     void* heap;

@@ -80,18 +80,27 @@ TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
     char challenge[24];
     ASSERT_TRUE(hpshmem::RecvAll(impostor.get(), challenge, sizeof challenge, dl, "root").ok());
 #pragma pack(push, 1)
-    struct { uint32_t magic; uint16_t version, reserved; int32_t rank, nranks; uint64_t job; uint8_t nonce[16]; uint64_t mac; } hello{
-        0x31485048, 1, 0, 1, 3, f.job_id, {}, 0x1234};
+    struct {
+      uint32_t magic;
+      uint16_t version, reserved;
+      int32_t rank, nranks;
+      uint64_t job;
+      uint8_t nonce[16];
+      uint64_t mac;
+    } hello{0x31485048, 1, 0, 1, 3, f.job_id, {}, 0x1234};
 #pragma pack(pop)
     ASSERT_TRUE(hpshmem::SendAll(impostor.get(), &hello, sizeof hello, dl, "root").ok());
     impostor_closed = ClosedByPeer(impostor.get(), 5);
     garbage_closed = ClosedByPeer(garbage.get(), 5);
     silent_closed = ClosedByPeer(silent.get(), 10);  // dropped after the 5 s handshake limit
   };
-  auto r = RunJob(3, [](int rank, int n) {
-    RCHECK(hpshmem::NPes() == 3, "world size");
-    RCHECK_OK(hpshmem::Barrier());
-  }, o);
+  auto r = RunJob(
+      3,
+      [](int rank, int n) {
+        RCHECK(hpshmem::NPes() == 3, "world size");
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
   EXPECT_TRUE(garbage_closed);
   EXPECT_TRUE(impostor_closed);
@@ -118,7 +127,8 @@ TEST(Bootstrap, SilentFloodIsCappedAtSixtyFourHandshakes) {
     for (int i = 0; i < kFlood; ++i) {
       char buf[64];
       ssize_t n;
-      while ((n = recv(flood[i].get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) {}  // the challenge
+      while ((n = recv(flood[i].get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+      }  // the challenge
       state[i] = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ? 1 : 0;
     }
   };
@@ -133,38 +143,41 @@ TEST(Bootstrap, SilentFloodIsCappedAtSixtyFourHandshakes) {
 // off (not spin a core) and take the ranks once descriptors are free again.
 TEST(Bootstrap, ListenerOutOfDescriptorsBacksOffAndTheJobGoesOn) {
   JobOptions o = EndpointJob({});
-  auto r = RunJob(3, [](int rank, int n) {
-    if (rank != 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connect while rank 0 has no fds
-      RCHECK_OK(InitFromEnv(rank, n));
-    } else {
-      std::atomic<double> cpu_share{-1};
-      std::thread hog([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Init has bound its listener
-        rlimit old{};
-        getrlimit(RLIMIT_NOFILE, &old);
-        rlimit low = old;
-        low.rlim_cur = 256;
-        setrlimit(RLIMIT_NOFILE, &low);
-        std::vector<int> fds;
-        for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
-        double c0 = hptest::ProcessCpuSeconds();
-        auto t0 = std::chrono::steady_clock::now();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        cpu_share = (hptest::ProcessCpuSeconds() - c0) / wall;
-        for (int fd : fds) close(fd);
-        setrlimit(RLIMIT_NOFILE, &old);
-      });
-      hpshmem::Status s = InitFromEnv(rank, n);
-      hog.join();
-      RCHECK_OK(s);
-      RCHECK(cpu_share.load() >= 0 && cpu_share.load() < 0.3,
-             "the listener used " + std::to_string(cpu_share.load()) + " of a core while out of descriptors");
-    }
-    RCHECK_OK(hpshmem::Barrier());
-    RCHECK_OK(hpshmem::Finalize());
-  }, o);
+  auto r = RunJob(
+      3,
+      [](int rank, int n) {
+        if (rank != 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connect while rank 0 has no fds
+          RCHECK_OK(InitFromEnv(rank, n));
+        } else {
+          std::atomic<double> cpu_share{-1};
+          std::thread hog([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Init has bound its listener
+            rlimit old{};
+            getrlimit(RLIMIT_NOFILE, &old);
+            rlimit low = old;
+            low.rlim_cur = 256;
+            setrlimit(RLIMIT_NOFILE, &low);
+            std::vector<int> fds;
+            for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+            double c0 = hptest::ProcessCpuSeconds();
+            auto t0 = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+            double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            cpu_share = (hptest::ProcessCpuSeconds() - c0) / wall;
+            for (int fd : fds) close(fd);
+            setrlimit(RLIMIT_NOFILE, &old);
+          });
+          hpshmem::Status s = InitFromEnv(rank, n);
+          hog.join();
+          RCHECK_OK(s);
+          RCHECK(cpu_share.load() >= 0 && cpu_share.load() < 0.3,
+                 "the listener used " + std::to_string(cpu_share.load()) + " of a core while out of descriptors");
+        }
+        RCHECK_OK(hpshmem::Barrier());
+        RCHECK_OK(hpshmem::Finalize());
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -186,34 +199,44 @@ TEST(Bootstrap, MissingRankFailsInitInsteadOfHanging) {
 
 TEST(Bootstrap, EndpointWithSecret) {
   JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", "correct horse"}});
-  auto r = RunJob(3, [](int rank, int n) {
-    RCHECK_OK(InitFromEnv(rank, n));
-    RCHECK(hpshmem::DebugState().find("\"authenticated\": true") != std::string::npos, hpshmem::DebugState());
-    RCHECK_OK(hpshmem::Barrier());
-    RCHECK_OK(hpshmem::Finalize());
-  }, o);
+  auto r = RunJob(
+      3,
+      [](int rank, int n) {
+        RCHECK_OK(InitFromEnv(rank, n));
+        RCHECK(hpshmem::DebugState().find("\"authenticated\": true") != std::string::npos, hpshmem::DebugState());
+        RCHECK_OK(hpshmem::Barrier());
+        RCHECK_OK(hpshmem::Finalize());
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
 TEST(Bootstrap, EndpointWrongSecretIsRefused) {
   JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"}});
-  auto r = RunJob(2, [](int rank, int n) {
-    setenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", rank == 0 ? "right" : "wrong", 1);
-    hpshmem::Status s = InitFromEnv(rank, n);
-    RCHECK(!s.ok(), "a rank with the wrong secret must not join");
-    if (rank == 1) RCHECK(s.code() == Code::kBootstrap && s.message().find("refused") != std::string::npos, s.ToString());
-    if (rank == 0) RCHECK(s.code() == Code::kTimeout, s.ToString());
-  }, o);
+  auto r = RunJob(
+      2,
+      [](int rank, int n) {
+        setenv("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", rank == 0 ? "right" : "wrong", 1);
+        hpshmem::Status s = InitFromEnv(rank, n);
+        RCHECK(!s.ok(), "a rank with the wrong secret must not join");
+        if (rank == 1)
+          RCHECK(s.code() == Code::kBootstrap && s.message().find("refused") != std::string::npos, s.ToString());
+        if (rank == 0) RCHECK(s.code() == Code::kTimeout, s.ToString());
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
 TEST(Bootstrap, EndpointWithoutSecretStillChecksWorldSize) {
   JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "3"}});
-  auto r = RunJob(2, [](int rank, int n) {
-    hpshmem::Status s = InitFromEnv(rank, rank == 1 ? 5 : 2);  // rank 1 believes in another world size
-    RCHECK(!s.ok(), "mismatched world size must not join");
-    if (rank == 1) RCHECK(s.code() == Code::kBootstrap, s.ToString());
-  }, o);
+  auto r = RunJob(
+      2,
+      [](int rank, int n) {
+        hpshmem::Status s = InitFromEnv(rank, rank == 1 ? 5 : 2);  // rank 1 believes in another world size
+        RCHECK(!s.ok(), "mismatched world size must not join");
+        if (rank == 1) RCHECK(s.code() == Code::kBootstrap, s.ToString());
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 

@@ -23,7 +23,9 @@ namespace {
 unsigned char Byte(int src, size_t i, int call) { return static_cast<unsigned char>(src * 31 + i * 7 + call * 13 + 1); }
 
 // Elements rank `src` sends to rank `dst` in call `call` (uneven; some empty).
-int64_t Count(int src, int dst, int call) { return (src + dst + call) % 4 == 0 ? 0 : (src * 5 + dst * 3 + call) % 7 + 1; }
+int64_t Count(int src, int dst, int call) {
+  return (src + dst + call) % 4 == 0 ? 0 : (src * 5 + dst * 3 + call) % 7 + 1;
+}
 
 }  // namespace
 
@@ -82,8 +84,8 @@ TEST(Collective, AllgatherEarlyPeersNeverTouchALateRanksOutput4Ranks) {
     // Gated puts exist for peers that can hold them, and only for those.
     for (int p = 0; p < n; ++p) {
       int64_t* sig = static_cast<int64_t*>(out);
-      hpshmem::Status s = hpshmem::PutMemSignalGated(o, o, 0, sig, hpshmem::SignalType::kInt64, 0,
-                                                     hpshmem::SignalOp::kAdd, p, sig, 0);
+      hpshmem::Status s =
+          hpshmem::PutMemSignalGated(o, o, 0, sig, hpshmem::SignalType::kInt64, 0, hpshmem::SignalOp::kAdd, p, sig, 0);
       RCHECK(s.ok() == hpshmem::CanHoldGated(p), "gated put to rank " + std::to_string(p) + ": " + s.ToString());
       if (!s.ok()) RCHECK(s.code() == Code::kUnsupported, s.ToString());
     }
@@ -115,7 +117,8 @@ TEST(Collective, AlltoallUnevenPiecesAndMismatch4Ranks) {
       int64_t k = 0;
       for (int q = 0; q < n; ++q)
         for (int64_t i = 0; i < recv_n[q]; ++i, ++k)
-          RCHECK(got[k] == q * 1000 + rank * 100 + static_cast<int>(i) + call, "alltoall piece from " + std::to_string(q));
+          RCHECK(got[k] == q * 1000 + rank * 100 + static_cast<int>(i) + call,
+                 "alltoall piece from " + std::to_string(q));
       RCHECK(static_cast<uint32_t>(got[k]) == 0xEEEEEEEEu, "alltoall wrote past its pieces");
       RCHECK_OK(hpshmem::Barrier());  // the next call rewrites the send pieces
     }
@@ -173,8 +176,9 @@ TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
               want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
             }
             if (op == 1) want /= n;
-            RCHECK(i64[i] == want, "int64 op " + std::to_string(op) + " n=" + std::to_string(count) + " i=" +
-                                       std::to_string(i) + ": " + std::to_string(i64[i]) + " != " + std::to_string(want));
+            RCHECK(i64[i] == want, "int64 op " + std::to_string(op) + " n=" + std::to_string(count) +
+                                       " i=" + std::to_string(i) + ": " + std::to_string(i64[i]) +
+                                       " != " + std::to_string(want));
           }
           ++call;
           auto* f = static_cast<float*>(buf);
@@ -234,8 +238,7 @@ TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
         for (int p = 0; p < n; ++p) want += Input(p, rank * count + i, call);
         RCHECK(out[i] == want, "reduce_scatter call " + std::to_string(call));
       }
-      for (size_t i = 0; i < count * n; ++i)
-        RCHECK(v[i] == Input(rank, i, call), "reduce_scatter changed its input");
+      for (size_t i = 0; i < count * n; ++i) RCHECK(v[i] == Input(rank, i, call), "reduce_scatter changed its input");
       int root = call % n;
       auto* b = static_cast<unsigned char*>(in);
       for (size_t i = 0; i < 1001; ++i) b[i] = rank == root ? Byte(root, i, call) : 0xEE;
@@ -259,7 +262,7 @@ TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {
     for (int round = 0; round < 3; ++round) {
       for (int i = 0; i < 64; ++i) v[i] = rank + 1;
       hpshmem::Status s =
-          round == 0 ? hpshmem::ops::Allreduce(buf, rank == 2 ? 63 : 64, DType::kInt64, ReduceOp::kSum)
+          round == 0   ? hpshmem::ops::Allreduce(buf, rank == 2 ? 63 : 64, DType::kInt64, ReduceOp::kSum)
           : round == 1 ? hpshmem::ops::Allreduce(buf, 64, DType::kInt64, rank == 1 ? ReduceOp::kMax : ReduceOp::kSum)
                        : hpshmem::ops::Broadcast(buf, 64, rank == 0 ? 1 : 0);
       RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());

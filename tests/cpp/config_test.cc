@@ -15,9 +15,18 @@ using hpshmem::Code;
 
 TEST(ParseByteSize, Suffixes) {
   size_t v;
-  struct { const char* in; size_t out; } ok[] = {
-      {"0", 0}, {"4096", 4096}, {"64k", 64 << 10}, {"64K", 64 << 10}, {"512m", size_t{512} << 20},
-      {"1g", size_t{1} << 30}, {"2GiB", size_t{2} << 30}, {" 3 MB ", size_t{3} << 20}, {"7b", 7}};
+  struct {
+    const char* in;
+    size_t out;
+  } ok[] = {{"0", 0},
+            {"4096", 4096},
+            {"64k", 64 << 10},
+            {"64K", 64 << 10},
+            {"512m", size_t{512} << 20},
+            {"1g", size_t{1} << 30},
+            {"2GiB", size_t{2} << 30},
+            {" 3 MB ", size_t{3} << 20},
+            {"7b", 7}};
   for (auto& c : ok) {
     ASSERT_TRUE(hpshmem::ParseByteSize(c.in, "X", &v).ok()) << c.in;
     EXPECT_EQ(v, c.out) << c.in;
@@ -103,8 +112,11 @@ TEST(ParseEndpoint, Forms) {
 TEST(Config, WaitModes) {
   hpshmem::Config c;
   using Mode = hpshmem::Config::WaitMode;
-  const std::pair<const char*, Mode> modes[] = {{"auto", Mode::kAuto}, {"SPIN", Mode::kSpin}, {"yield", Mode::kYield},
-                                                {"5,100", Mode::kCustom}, {"0,0", Mode::kCustom}};
+  const std::pair<const char*, Mode> modes[] = {{"auto", Mode::kAuto},
+                                                {"SPIN", Mode::kSpin},
+                                                {"yield", Mode::kYield},
+                                                {"5,100", Mode::kCustom},
+                                                {"0,0", Mode::kCustom}};
   for (auto [text, mode] : modes) {
     setenv("HYPER_PARALLEL_SHMEM_WAIT", text, 1);
     ASSERT_TRUE(hpshmem::Config::Build({}, &c).ok()) << text;

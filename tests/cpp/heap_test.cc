@@ -69,8 +69,10 @@ TEST(Heap, AllocationMismatchIsReportedOnEveryRank) {
     s = hpshmem::Malloc(rank == 0 ? 64 : 64, &q);  // matching again
     RCHECK_OK(s);
     // Order mismatch: rank 1 frees before allocating.
-    if (rank == 1) s = hpshmem::Free(q);
-    else s = hpshmem::Malloc(64, &p);
+    if (rank == 1)
+      s = hpshmem::Free(q);
+    else
+      s = hpshmem::Malloc(64, &p);
     RCHECK(s.code() == Code::kCollectiveMismatch, s.ToString());
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
@@ -79,16 +81,19 @@ TEST(Heap, AllocationMismatchIsReportedOnEveryRank) {
 TEST(Heap, ExhaustionSaysWhatIsLiveAndNamesTheVariable) {
   JobOptions o;
   o.heap_bytes = 1 << 20;
-  auto r = RunJob(2, [](int, int) {
-    void *a, *b;
-    RCHECK_OK(hpshmem::Malloc(600 << 10, &a));
-    hpshmem::Status s = hpshmem::Malloc(600 << 10, &b);
-    RCHECK(s.code() == Code::kOutOfMemory, s.ToString());
-    RCHECK(s.message().find("614400 of 1048576 bytes live") != std::string::npos, s.message());
-    RCHECK(s.message().find("SYMMETRIC_MEMORY_HEAP_SIZE") != std::string::npos, s.message());
-    RCHECK_OK(hpshmem::Free(a));
-    RCHECK_OK(hpshmem::Malloc(600 << 10, &b));  // room again
-  }, o);
+  auto r = RunJob(
+      2,
+      [](int, int) {
+        void *a, *b;
+        RCHECK_OK(hpshmem::Malloc(600 << 10, &a));
+        hpshmem::Status s = hpshmem::Malloc(600 << 10, &b);
+        RCHECK(s.code() == Code::kOutOfMemory, s.ToString());
+        RCHECK(s.message().find("614400 of 1048576 bytes live") != std::string::npos, s.message());
+        RCHECK(s.message().find("SYMMETRIC_MEMORY_HEAP_SIZE") != std::string::npos, s.message());
+        RCHECK_OK(hpshmem::Free(a));
+        RCHECK_OK(hpshmem::Malloc(600 << 10, &b));  // room again
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -190,17 +195,20 @@ TEST(Heap, CallocZeroesReusedMemory) {
 TEST(Heap, PagesAreTouchedOnlyWhenUsed) {
   JobOptions o;
   o.heap_bytes = size_t{1} << 30;
-  auto r = RunJob(2, [](int rank, int) {
-    size_t before = RssBytes();
-    void* p;
-    RCHECK_OK(hpshmem::Malloc(size_t{512} << 20, &p));
-    size_t after_alloc = RssBytes();
-    RCHECK(after_alloc < before + (32 << 20), "a 512 MiB allocation must not touch its pages: RSS grew by " +
-                                                  std::to_string((after_alloc - before) >> 20) + " MiB");
-    std::memset(p, 1, 64 << 20);
-    size_t after_touch = RssBytes();
-    RCHECK(after_touch >= after_alloc + (60 << 20), "touching 64 MiB must show in RSS (the check itself works)");
-  }, o);
+  auto r = RunJob(
+      2,
+      [](int rank, int) {
+        size_t before = RssBytes();
+        void* p;
+        RCHECK_OK(hpshmem::Malloc(size_t{512} << 20, &p));
+        size_t after_alloc = RssBytes();
+        RCHECK(after_alloc < before + (32 << 20), "a 512 MiB allocation must not touch its pages: RSS grew by " +
+                                                      std::to_string((after_alloc - before) >> 20) + " MiB");
+        std::memset(p, 1, 64 << 20);
+        size_t after_touch = RssBytes();
+        RCHECK(after_touch >= after_alloc + (60 << 20), "touching 64 MiB must show in RSS (the check itself works)");
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -235,7 +243,8 @@ TEST(Heap, CollectiveWorkspaceIsSymmetricZeroedAndApartFromUserMemory) {
     auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(ws);
     RCHECK(a >= b + hpshmem::kWorkspaceBytes || a + (1 << 20) <= b, "user memory overlaps the workspace");
     // Signals into the workspace reach the same word on the peer.
-    RCHECK_OK(hpshmem::Signal(w + rank, hpshmem::SignalType::kInt64, rank + 100, hpshmem::SignalOp::kSet, (rank + 1) % n));
+    RCHECK_OK(
+        hpshmem::Signal(w + rank, hpshmem::SignalType::kInt64, rank + 100, hpshmem::SignalOp::kSet, (rank + 1) % n));
     RCHECK_OK(hpshmem::Barrier());
     int from = (rank + n - 1) % n;
     RCHECK(w[from] == from + 100, "signal landed at the wrong place");

@@ -22,9 +22,9 @@ struct JobOptions {
   double job_timeout_sec = 90;  // the parent kills the job after this
   bool init = true;             // Init/Finalize around the body
   bool finalize = true;
-  int spawn = -1;               // ranks actually started (default: all)
+  int spawn = -1;                                        // ranks actually started (default: all)
   std::vector<std::pair<std::string, std::string>> env;  // set in every child
-  std::function<void(int, int)> before_init;              // (rank, nranks), in the child, before Init
+  std::function<void(int, int)> before_init;             // (rank, nranks), in the child, before Init
   // Runs in the parent once rank 0 published its unique id, before the
   // other ranks start.
   std::function<void(const hpshmem::UniqueId&)> on_unique_id;
@@ -66,12 +66,12 @@ std::vector<std::string> LeftoverNames();
 
 }  // namespace hptest
 
-#define RCHECK(cond, msg)                                                                        \
-  do {                                                                                           \
+#define RCHECK(cond, msg)                                                                                  \
+  do {                                                                                                     \
     if (!(cond)) ::hptest::FailRank(__FILE__, __LINE__, std::string("check failed: " #cond ": ") + (msg)); \
   } while (0)
-#define RCHECK_OK(expr)                                                           \
-  do {                                                                            \
-    ::hpshmem::Status _s = (expr);                                                \
+#define RCHECK_OK(expr)                                                                 \
+  do {                                                                                  \
+    ::hpshmem::Status _s = (expr);                                                      \
     if (!_s.ok()) ::hptest::FailRank(__FILE__, __LINE__, #expr " -> " + _s.ToString()); \
   } while (0)

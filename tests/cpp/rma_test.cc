@@ -26,7 +26,8 @@ std::vector<unsigned char> Pattern(int src, size_t n, int salt) {
   std::mt19937 rng(static_cast<unsigned>(src * 1000003 + n * 7 + salt));
   for (auto& b : v) b = static_cast<unsigned char>(rng());
   // Keep the poison value out so a missed byte cannot pass by accident.
-  for (auto& b : v) if (b == kPoison) b = 0x11;
+  for (auto& b : v)
+    if (b == kPoison) b = 0x11;
   return v;
 }
 
@@ -46,7 +47,8 @@ void RoundTrips(int rank, int n, int block_dim) {
   for (int i = 0; i < 5; ++i) {
     auto want = Pattern(from, kSizes[i], block_dim);
     unsigned char* got = base + slot * i;
-    RCHECK(want.empty() || std::memcmp(got, want.data(), want.size()) == 0, "put data, size " + std::to_string(kSizes[i]));
+    RCHECK(want.empty() || std::memcmp(got, want.data(), want.size()) == 0,
+           "put data, size " + std::to_string(kSizes[i]));
     for (size_t k = kSizes[i]; k < slot; ++k)
       RCHECK(got[k] == kPoison, "byte past the end written, size " + std::to_string(kSizes[i]));
   }
@@ -56,7 +58,8 @@ void RoundTrips(int rank, int n, int block_dim) {
     std::vector<unsigned char> local(kSizes[i] + 100, kPoison);
     RCHECK_OK(hpshmem::ops::GetMem(local.data(), base + slot * i, kSizes[i], from, block_dim));
     auto want = Pattern(from2, kSizes[i], block_dim);
-    RCHECK(want.empty() || std::memcmp(local.data(), want.data(), want.size()) == 0, "get data, size " + std::to_string(kSizes[i]));
+    RCHECK(want.empty() || std::memcmp(local.data(), want.data(), want.size()) == 0,
+           "get data, size " + std::to_string(kSizes[i]));
     for (size_t k = kSizes[i]; k < local.size(); ++k) RCHECK(local[k] == kPoison, "get wrote past the end");
   }
   RCHECK_OK(hpshmem::Barrier());
@@ -96,36 +99,40 @@ TEST(Rma, ToSelfAndFromEveryRank) {
 TEST(Rma, BadRequestsWriteNothing) {
   JobOptions o;
   o.heap_bytes = 4 << 20;
-  auto r = RunJob(3, [](int rank, int n) {
-    const size_t heap = 4 << 20;
-    void* buf;
-    RCHECK_OK(hpshmem::Malloc(heap - 4096, &buf));  // leave room only for the allocator's rounding
-    auto* b = static_cast<unsigned char*>(buf);
-    std::memset(b, kPoison, heap - 4096);
-    RCHECK_OK(hpshmem::Barrier());
-    std::vector<unsigned char> src(heap, 0x42);
-    int to = (rank + 1) % n;
-    // Runs past the end of the heap, for both single- and multi-threaded puts.
-    for (int bd : {1, 4}) {
-      hpshmem::Status s = hpshmem::ops::PutMem(b + 100, src.data(), heap, to, bd);
-      RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
-      RCHECK(s.message().find("not inside the symmetric heap") != std::string::npos, s.message());
-      s = hpshmem::ops::GetMem(src.data(), b + 100, heap, to, bd);
-      RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
-    }
-    for (int bad : {-1, n, 1000}) {
-      hpshmem::Status s = hpshmem::ops::PutMem(b, src.data(), 10, bad, 1);
-      RCHECK(s.code() == Code::kInvalidArgument && s.message().find("out of range") != std::string::npos, s.ToString());
-    }
-    int stack[4];
-    hpshmem::Status s = hpshmem::PutMem(stack, src.data(), sizeof stack, to);
-    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
-    s = hpshmem::PutMem(b, nullptr, 16, to);
-    RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
-    RCHECK_OK(hpshmem::Barrier());
-    for (size_t k = 0; k < heap - 4096; ++k) RCHECK(b[k] == kPoison, "byte " + std::to_string(k) + " was written");
-    RCHECK(std::all_of(src.begin(), src.end(), [](unsigned char c) { return c == 0x42; }), "get wrote on failure");
-  }, o);
+  auto r = RunJob(
+      3,
+      [](int rank, int n) {
+        const size_t heap = 4 << 20;
+        void* buf;
+        RCHECK_OK(hpshmem::Malloc(heap - 4096, &buf));  // leave room only for the allocator's rounding
+        auto* b = static_cast<unsigned char*>(buf);
+        std::memset(b, kPoison, heap - 4096);
+        RCHECK_OK(hpshmem::Barrier());
+        std::vector<unsigned char> src(heap, 0x42);
+        int to = (rank + 1) % n;
+        // Runs past the end of the heap, for both single- and multi-threaded puts.
+        for (int bd : {1, 4}) {
+          hpshmem::Status s = hpshmem::ops::PutMem(b + 100, src.data(), heap, to, bd);
+          RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+          RCHECK(s.message().find("not inside the symmetric heap") != std::string::npos, s.message());
+          s = hpshmem::ops::GetMem(src.data(), b + 100, heap, to, bd);
+          RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+        }
+        for (int bad : {-1, n, 1000}) {
+          hpshmem::Status s = hpshmem::ops::PutMem(b, src.data(), 10, bad, 1);
+          RCHECK(s.code() == Code::kInvalidArgument && s.message().find("out of range") != std::string::npos,
+                 s.ToString());
+        }
+        int stack[4];
+        hpshmem::Status s = hpshmem::PutMem(stack, src.data(), sizeof stack, to);
+        RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+        s = hpshmem::PutMem(b, nullptr, 16, to);
+        RCHECK(s.code() == Code::kInvalidArgument, s.ToString());
+        RCHECK_OK(hpshmem::Barrier());
+        for (size_t k = 0; k < heap - 4096; ++k) RCHECK(b[k] == kPoison, "byte " + std::to_string(k) + " was written");
+        RCHECK(std::all_of(src.begin(), src.end(), [](unsigned char c) { return c == 0x42; }), "get wrote on failure");
+      },
+      o);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -147,7 +154,8 @@ TEST(Rma, CopiesSplitAcrossBlockDimThreads) {
         RCHECK_OK(hpshmem::ops::PutMem(b + 1, data.data(), sz, to, bd));
         RCHECK_OK(hpshmem::Barrier());
         auto want = Pattern(from, sz, bd);
-        RCHECK(b[0] == kPoison && std::memcmp(b + 1, want.data(), sz) == 0, "split put, block_dim " + std::to_string(bd));
+        RCHECK(b[0] == kPoison && std::memcmp(b + 1, want.data(), sz) == 0,
+               "split put, block_dim " + std::to_string(bd));
         for (size_t k = sz + 1; k < slot; ++k) RCHECK(b[k] == kPoison, "split put wrote past the end");
         std::vector<unsigned char> local(sz + 2, kPoison);
         RCHECK_OK(hpshmem::ops::GetMem(local.data() + 1, b + 1, sz, to, bd));
@@ -167,37 +175,41 @@ TEST(Rma, StreamingSizedCopiesAtOddOffsets) {
   const size_t kBig[] = {(9u << 20) + 13, (20u << 20) + 1};
   JobOptions opt;
   opt.heap_bytes = 96u << 20;
-  auto r = RunJob(3, [&](int rank, int n) {
-    const size_t slot = (20u << 20) + 4096;
-    void* buf;
-    RCHECK_OK(hpshmem::Malloc(slot * 2, &buf));
-    auto* base = static_cast<unsigned char*>(buf);
-    int to = (rank + 1) % n, from = (rank + n - 1) % n;
-    for (int block_dim : {1, 2}) {
-      std::memset(base, kPoison, slot * 2);
-      RCHECK_OK(hpshmem::Barrier());
-      for (int i = 0; i < 2; ++i) {
-        auto data = Pattern(rank, kBig[i] + 3, block_dim);
-        RCHECK_OK(hpshmem::ops::PutMem(base + slot * i + 5, data.data() + 3, kBig[i], to, block_dim));
-      }
-      RCHECK_OK(hpshmem::Barrier());
-      for (int i = 0; i < 2; ++i) {
-        auto want = Pattern(from, kBig[i] + 3, block_dim);
-        unsigned char* got = base + slot * i;
-        RCHECK(std::memcmp(got + 5, want.data() + 3, kBig[i]) == 0, "streamed put, size " + std::to_string(kBig[i]));
-        for (size_t k = 0; k < 5; ++k) RCHECK(got[k] == kPoison, "streamed put wrote before its range");
-        for (size_t k = 5 + kBig[i]; k < slot; ++k) RCHECK(got[k] == kPoison, "streamed put wrote past its end");
-        std::vector<unsigned char> local(kBig[i] + 64, kPoison);
-        RCHECK_OK(hpshmem::ops::GetMem(local.data() + 7, base + slot * i + 5, kBig[i], to, block_dim));
-        auto mine = Pattern(rank, kBig[i] + 3, block_dim);  // what `to` received came from this rank
-        RCHECK(std::memcmp(local.data() + 7, mine.data() + 3, kBig[i]) == 0, "streamed get");
-        for (size_t k = 0; k < 7; ++k) RCHECK(local[k] == kPoison, "streamed get wrote before its range");
-        for (size_t k = 7 + kBig[i]; k < local.size(); ++k) RCHECK(local[k] == kPoison, "streamed get wrote past");
-      }
-      RCHECK_OK(hpshmem::Barrier());
-    }
-    RCHECK_OK(hpshmem::Free(buf));
-  }, opt);
+  auto r = RunJob(
+      3,
+      [&](int rank, int n) {
+        const size_t slot = (20u << 20) + 4096;
+        void* buf;
+        RCHECK_OK(hpshmem::Malloc(slot * 2, &buf));
+        auto* base = static_cast<unsigned char*>(buf);
+        int to = (rank + 1) % n, from = (rank + n - 1) % n;
+        for (int block_dim : {1, 2}) {
+          std::memset(base, kPoison, slot * 2);
+          RCHECK_OK(hpshmem::Barrier());
+          for (int i = 0; i < 2; ++i) {
+            auto data = Pattern(rank, kBig[i] + 3, block_dim);
+            RCHECK_OK(hpshmem::ops::PutMem(base + slot * i + 5, data.data() + 3, kBig[i], to, block_dim));
+          }
+          RCHECK_OK(hpshmem::Barrier());
+          for (int i = 0; i < 2; ++i) {
+            auto want = Pattern(from, kBig[i] + 3, block_dim);
+            unsigned char* got = base + slot * i;
+            RCHECK(std::memcmp(got + 5, want.data() + 3, kBig[i]) == 0,
+                   "streamed put, size " + std::to_string(kBig[i]));
+            for (size_t k = 0; k < 5; ++k) RCHECK(got[k] == kPoison, "streamed put wrote before its range");
+            for (size_t k = 5 + kBig[i]; k < slot; ++k) RCHECK(got[k] == kPoison, "streamed put wrote past its end");
+            std::vector<unsigned char> local(kBig[i] + 64, kPoison);
+            RCHECK_OK(hpshmem::ops::GetMem(local.data() + 7, base + slot * i + 5, kBig[i], to, block_dim));
+            auto mine = Pattern(rank, kBig[i] + 3, block_dim);  // what `to` received came from this rank
+            RCHECK(std::memcmp(local.data() + 7, mine.data() + 3, kBig[i]) == 0, "streamed get");
+            for (size_t k = 0; k < 7; ++k) RCHECK(local[k] == kPoison, "streamed get wrote before its range");
+            for (size_t k = 7 + kBig[i]; k < local.size(); ++k) RCHECK(local[k] == kPoison, "streamed get wrote past");
+          }
+          RCHECK_OK(hpshmem::Barrier());
+        }
+        RCHECK_OK(hpshmem::Free(buf));
+      },
+      opt);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -268,7 +280,8 @@ TEST(Rma, NonBlockingPutsLandInOrderBeforeALaterSignal4Ranks) {
     RCHECK_OK(hpshmem::Barrier());
     // The 1-byte piece `from` put earlier is all there is in that slot.
     RCHECK(at(1, from)[0] == Pattern(from, 1, rank)[0], "the 1-byte put");
-    for (size_t b = 1; b < slot; ++b) RCHECK(at(1, from)[b] == kPoison, "a refused put wrote byte " + std::to_string(b));
+    for (size_t b = 1; b < slot; ++b)
+      RCHECK(at(1, from)[b] == kPoison, "a refused put wrote byte " + std::to_string(b));
     RCHECK_OK(hpshmem::Free(buf));
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();

@@ -76,8 +76,7 @@ void OrderingStress(int rank, int n, int threads_per_producer, int iters = 300, 
         // Wait until the consumer has checked message i-1 of this stream.
         RCHECK_OK(hpshmem::SignalWaitUntil(a64 + stream, SignalType::kInt64, Cmp::kGe, i - 1, nullptr));
         RCHECK_OK(hpshmem::ops::PutMemSignal(static_cast<char*>(slots) + stream * max_bytes, msg.data(), len,
-                                             s64 + stream, SignalType::kInt64, i, SignalOp::kSet, consumer,
-                                             i % 3 + 1));
+                                             s64 + stream, SignalType::kInt64, i, SignalOp::kSet, consumer, i % 3 + 1));
       }
     };
     std::vector<std::thread> ts;
@@ -94,8 +93,8 @@ void OrderingStress(int rank, int n, int threads_per_producer, int iters = 300, 
         std::memcpy(&len, m, 8);
         std::memcpy(&h, m + 8, 8);
         RCHECK(len >= 16 && len <= max_bytes, "length field");
-        RCHECK(Fnv(m + 16, len - 16) == h, "stream " + std::to_string(stream) + " message " + std::to_string(i) +
-                                               ": signal seen before the data");
+        RCHECK(Fnv(m + 16, len - 16) == h,
+               "stream " + std::to_string(stream) + " message " + std::to_string(i) + ": signal seen before the data");
         RCHECK_OK(hpshmem::Signal(a64 + stream, SignalType::kInt64, i, SignalOp::kSet, stream / threads_per_producer));
       }
     }
@@ -139,8 +138,8 @@ TEST(Signal, Int32SignalsLeaveTheirNeighboursAlone) {
     RCHECK_OK(hpshmem::Barrier());
     for (int k = 0; k < 8; ++k) {
       int32_t want = (k % 2 == 1 && k <= 5) ? 2 - (k - 1) / 2 : 1000 + k;  // -5 - writer + 7
-      RCHECK(w[k] == want, "word " + std::to_string(k) + " = " + std::to_string(w[k]) + ", expected " +
-                               std::to_string(want));
+      RCHECK(w[k] == want,
+             "word " + std::to_string(k) + " = " + std::to_string(w[k]) + ", expected " + std::to_string(want));
     }
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
@@ -160,13 +159,18 @@ TEST(Signal, AllSixComparisonsWithNegativeValues) {
     auto* s32 = reinterpret_cast<int32_t*>(s64 + 1);
     // For each comparison: a value that makes it false now and a value the
     // peer then stores to make it true.
-    struct Case { Cmp cmp; int64_t cmp_to, before, after; };
-    const Case cases[] = {
-        {Cmp::kEq, -7, -8, -7},         {Cmp::kNe, -7, -7, -9},
-        {Cmp::kGt, -7, -7, -6},         {Cmp::kGe, -7, -8, -7},
-        {Cmp::kLt, -7, -7, -8},         {Cmp::kLe, -7, -6, -7},
-        {Cmp::kGt, -5000000000LL, -6000000000LL, -4000000000LL},
-        {Cmp::kLt, 5000000000LL, 6000000000LL, 4999999999LL}};
+    struct Case {
+      Cmp cmp;
+      int64_t cmp_to, before, after;
+    };
+    const Case cases[] = {{Cmp::kEq, -7, -8, -7},
+                          {Cmp::kNe, -7, -7, -9},
+                          {Cmp::kGt, -7, -7, -6},
+                          {Cmp::kGe, -7, -8, -7},
+                          {Cmp::kLt, -7, -7, -8},
+                          {Cmp::kLe, -7, -6, -7},
+                          {Cmp::kGt, -5000000000LL, -6000000000LL, -4000000000LL},
+                          {Cmp::kLt, 5000000000LL, 6000000000LL, 4999999999LL}};
     int k = 0;
     for (const Case& c : cases) {
       for (SignalType t : {SignalType::kInt64, SignalType::kInt32}) {
@@ -219,12 +223,14 @@ TEST(Signal, BadArgumentsAreRejectedAndWriteNothing) {
     st = hpshmem::Signal(&local, SignalType::kInt64, 1, SignalOp::kSet, to);
     RCHECK(st.code() == Code::kInvalidArgument, st.ToString());
     st = hpshmem::SignalWaitUntil(s, SignalType::kInt64, static_cast<Cmp>(9), 0, nullptr);
-    RCHECK(st.code() == Code::kInvalidArgument && st.message().find("compare_op 9") != std::string::npos, st.ToString());
+    RCHECK(st.code() == Code::kInvalidArgument && st.message().find("compare_op 9") != std::string::npos,
+           st.ToString());
     // put+signal with a bad signal must not write the data either.
     for (int bd : {1, 2}) {
       st = hpshmem::ops::PutMemSignal(data, src, sizeof src, s + 2, SignalType::kInt32, 1, SignalOp::kSet, to, bd);
       RCHECK(st.code() == Code::kTypeError, st.ToString());
-      st = hpshmem::ops::PutMemSignal(data, src, sizeof src, s, SignalType::kInt32, 1, static_cast<SignalOp>(3), to, bd);
+      st =
+          hpshmem::ops::PutMemSignal(data, src, sizeof src, s, SignalType::kInt32, 1, static_cast<SignalOp>(3), to, bd);
       RCHECK(st.code() == Code::kInvalidArgument, st.ToString());
       st = hpshmem::PutMemSignal(data, src, sizeof src, s, SignalType::kInt32, int64_t{1} << 33, SignalOp::kSet, to);
       RCHECK(st.code() == Code::kInvalidArgument, st.ToString());
@@ -254,7 +260,8 @@ TEST(Signal, SleepingWaitersAreWokenAndDoNotBurnACore) {
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       getrusage(RUSAGE_THREAD, &after);
       double cpu = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) + (after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
-                   1e-6 * ((after.ru_utime.tv_usec - before.ru_utime.tv_usec) + (after.ru_stime.tv_usec - before.ru_stime.tv_usec));
+                   1e-6 * ((after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+                           (after.ru_stime.tv_usec - before.ru_stime.tv_usec));
       RCHECK(seen == 42, "value");
       RCHECK(cpu < 0.25 * wall, "waiter burned " + std::to_string(cpu) + " s of CPU in " + std::to_string(wall) + " s");
     }

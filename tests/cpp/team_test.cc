@@ -23,7 +23,9 @@ using hptest::RunJob;
 
 namespace {
 
-int64_t Val(int global, int call, size_t i) { return global * 1000003 + call * 7919 + static_cast<int64_t>(i) * 31 + 1; }
+int64_t Val(int global, int call, size_t i) {
+  return global * 1000003 + call * 7919 + static_cast<int64_t>(i) * 31 + 1;
+}
 
 }  // namespace
 
@@ -52,7 +54,8 @@ TEST(Team, TwoTeamsRunDifferentCollectivesConcurrently4Ranks) {
       for (int call = 0; call < 40; ++call) {
         if (in_a) {  // all-reduce (both algorithms) and allgather
           for (size_t i = 0; i < count; ++i) v[i] = Val(rank, call, i);
-          auto algo = call % 2 ? hpshmem::ops::AllreduceAlgorithm::kTwoShot : hpshmem::ops::AllreduceAlgorithm::kOneShot;
+          auto algo =
+              call % 2 ? hpshmem::ops::AllreduceAlgorithm::kTwoShot : hpshmem::ops::AllreduceAlgorithm::kOneShot;
           RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt64, ReduceOp::kSum, algo, team));
           for (size_t i = 0; i < count; ++i)
             RCHECK(v[i] == Val(0, call, i) + Val(2, call, i), "team allreduce call " + std::to_string(call));
@@ -104,7 +107,8 @@ TEST(Team, TwoTeamsRunDifferentCollectivesConcurrently4Ranks) {
     int solo, rev;
     RCHECK_OK(hpshmem::TeamCreate(&rank, 1, &solo));
     v[0] = 5;
-    RCHECK_OK(hpshmem::ops::Allreduce(buf, 1, DType::kInt64, ReduceOp::kAvg, hpshmem::ops::AllreduceAlgorithm::kAuto, solo));
+    RCHECK_OK(
+        hpshmem::ops::Allreduce(buf, 1, DType::kInt64, ReduceOp::kAvg, hpshmem::ops::AllreduceAlgorithm::kAuto, solo));
     RCHECK(v[0] == 5, "team of one");
     std::vector<int> all(n);
     for (int i = 0; i < n; ++i) all[i] = n - 1 - i;
@@ -154,44 +158,52 @@ TEST(Team, CreationErrorsAndMismatches3Ranks) {
 // Rank 1 of team {0, 1} is killed: rank 0's team call fails with PeerDead
 // naming it within 5 s, while team {2, 3} goes on with its collectives.
 TEST(Team, KilledMemberFailsItsTeamOnly4Ranks) {
-  auto r = RunJob(4, [](int rank, int) {
-    const int pairs[2][2] = {{0, 1}, {2, 3}};
-    const int* mine = pairs[rank / 2];
-    int team;
-    RCHECK_OK(hpshmem::TeamCreate(mine, 2, &team));
-    void* buf;
-    RCHECK_OK(hpshmem::Malloc(64 * 8, &buf));
-    auto* v = static_cast<int64_t*>(buf);
-    RCHECK_OK(hpshmem::Barrier());
-    if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      raise(SIGKILL);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-    if (rank == 0) {
-      hpshmem::Status s;
-      for (int call = 0; s.ok() && call < 1000000; ++call)
-        s = hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum, hpshmem::ops::AllreduceAlgorithm::kAuto,
-                                    team);
-      RCHECK(s.code() == Code::kPeerDead && s.message().find("rank(s) 1 ") != std::string::npos, s.ToString());
-      RCHECK(elapsed() < 5.3, "took " + std::to_string(elapsed()) + " s to notice");
-    } else {
-      // Well past the death: every call of the other team must still succeed.
-      // v[63] says "go on" (both members decide alike: the sum is 2).
-      for (int call = 0;; ++call) {
-        for (int i = 0; i < 63; ++i) v[i] = rank * 10 + call;
-        v[63] = elapsed() < 2.5 ? 1 : 0;
-        RCHECK_OK(hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum,
-                                          hpshmem::ops::AllreduceAlgorithm::kAuto, team));
-        for (int i = 0; i < 63; ++i) RCHECK(v[i] == 50 + 2 * call, "the other team's allreduce");
-        if (v[63] != 2) break;
-      }
-      RCHECK_OK(hpshmem::ops::TeamBarrier(team));
-    }
-    hpshmem::Status s = hpshmem::Finalize();  // the world barrier cannot complete
-    RCHECK(s.code() == Code::kPeerDead, s.ToString());
-  }, [] { JobOptions o; o.timeout_sec = 60; o.finalize = false; return o; }());
+  auto r = RunJob(
+      4,
+      [](int rank, int) {
+        const int pairs[2][2] = {{0, 1}, {2, 3}};
+        const int* mine = pairs[rank / 2];
+        int team;
+        RCHECK_OK(hpshmem::TeamCreate(mine, 2, &team));
+        void* buf;
+        RCHECK_OK(hpshmem::Malloc(64 * 8, &buf));
+        auto* v = static_cast<int64_t*>(buf);
+        RCHECK_OK(hpshmem::Barrier());
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          raise(SIGKILL);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+        if (rank == 0) {
+          hpshmem::Status s;
+          for (int call = 0; s.ok() && call < 1000000; ++call)
+            s = hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum, hpshmem::ops::AllreduceAlgorithm::kAuto,
+                                        team);
+          RCHECK(s.code() == Code::kPeerDead && s.message().find("rank(s) 1 ") != std::string::npos, s.ToString());
+          RCHECK(elapsed() < 5.3, "took " + std::to_string(elapsed()) + " s to notice");
+        } else {
+          // Well past the death: every call of the other team must still succeed.
+          // v[63] says "go on" (both members decide alike: the sum is 2).
+          for (int call = 0;; ++call) {
+            for (int i = 0; i < 63; ++i) v[i] = rank * 10 + call;
+            v[63] = elapsed() < 2.5 ? 1 : 0;
+            RCHECK_OK(hpshmem::ops::Allreduce(buf, 64, DType::kInt64, ReduceOp::kSum,
+                                              hpshmem::ops::AllreduceAlgorithm::kAuto, team));
+            for (int i = 0; i < 63; ++i) RCHECK(v[i] == 50 + 2 * call, "the other team's allreduce");
+            if (v[63] != 2) break;
+          }
+          RCHECK_OK(hpshmem::ops::TeamBarrier(team));
+        }
+        hpshmem::Status s = hpshmem::Finalize();  // the world barrier cannot complete
+        RCHECK(s.code() == Code::kPeerDead, s.ToString());
+      },
+      [] {
+        JobOptions o;
+        o.timeout_sec = 60;
+        o.finalize = false;
+        return o;
+      }());
   ASSERT_EQ(r.term_signal.size(), 4u);
   EXPECT_EQ(r.term_signal[1], SIGKILL);
   for (int k : {0, 2, 3}) EXPECT_EQ(r.exit_code[k], 0) << r.Describe();

@@ -8,15 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond, ...)                                                               \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      fprintf(stderr, "PE %d: %s:%d: check failed: %s: ", shmem_my_pe(), __FILE__,    \
-              __LINE__, #cond);                                                        \
-      fprintf(stderr, __VA_ARGS__);                                                    \
-      fprintf(stderr, "\n");                                                           \
-      shmem_global_exit(2);                                                            \
-    }                                                                                  \
+#define CHECK(cond, ...)                                                                             \
+  do {                                                                                               \
+    if (!(cond)) {                                                                                   \
+      fprintf(stderr, "PE %d: %s:%d: check failed: %s: ", shmem_my_pe(), __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                                  \
+      fprintf(stderr, "\n");                                                                         \
+      shmem_global_exit(2);                                                                          \
+    }                                                                                                \
   } while (0)
 
 /* A reproducible pseudo-random stream per (seed, PE, index). */

@@ -29,11 +29,11 @@ static long double dst_store[NMAX * MAXPES * 2 + 4], src_store[NMAX * MAXPES * 2
       T poison;                                                                                               \
       memset(&poison, 0x5A, sizeof poison);                                                                   \
       int root = cnt % tn;                                                                                    \
-      CHECK(shmem_##N##_broadcast(team, dst, src, (size_t)cnt, root) == 0, "broadcast");                     \
-      for (int i = 0; i < cnt; i++) CHECK(dst[i] == VAL(T, root, i), #N " broadcast [%d]", i);               \
+      CHECK(shmem_##N##_broadcast(team, dst, src, (size_t)cnt, root) == 0, "broadcast");                      \
+      for (int i = 0; i < cnt; i++) CHECK(dst[i] == VAL(T, root, i), #N " broadcast [%d]", i);                \
       CHECK(!memcmp(&dst[cnt], &poison, sizeof poison), #N " broadcast past the end");                        \
       shmem_team_sync(team);                                                                                  \
-      CHECK(shmem_##N##_fcollect(team, dst, src, (size_t)cnt) == 0, "fcollect");                             \
+      CHECK(shmem_##N##_fcollect(team, dst, src, (size_t)cnt) == 0, "fcollect");                              \
       for (int p = 0; p < tn; p++)                                                                            \
         for (int i = 0; i < cnt; i++) CHECK(dst[p * cnt + i] == VAL(T, p, i), #N " fcollect [%d][%d]", p, i); \
       shmem_team_sync(team);                                                                                  \
@@ -57,7 +57,7 @@ static long double dst_store[NMAX * MAXPES * 2 + 4], src_store[NMAX * MAXPES * 2
       for (int p = 0; p < tn; p++)                                                                            \
         for (int i = 0; i < c2; i++) {                                                                        \
           CHECK(dst[2 * (p * c2 + i)] == VAL(T, p, tme * c2 + i), #N " alltoalls [%d][%d]", p, i);            \
-          CHECK(!memcmp(&dst[2 * (p * c2 + i) + 1], &poison, sizeof poison), #N " alltoalls gap");             \
+          CHECK(!memcmp(&dst[2 * (p * c2 + i) + 1], &poison, sizeof poison), #N " alltoalls gap");            \
         }                                                                                                     \
       shmem_team_sync(team);                                                                                  \
     }                                                                                                         \
@@ -69,39 +69,46 @@ TEST_COLL(int16_t, int16)
 TEST_COLL(long double, longdouble)
 
 /* Reductions: dest and source distinct, then in place. */
-#define TEST_RED(T, N, OP, EXPR)                                                                               \
-  static void red_##N##_##OP(shmem_team_t team) {                                                              \
-    int tn = shmem_team_n_pes(team), tme = shmem_team_my_pe(team);                                             \
-    T* src = (T*)src_store;                                                                                    \
-    T* dst = (T*)dst_store;                                                                                    \
-    for (int cnt = 0; cnt <= NMAX; cnt += 33) {                                                                \
-      for (int i = 0; i < NMAX; i++) src[i] = VAL(T, tme, i), dst[i] = (T)99;                                  \
-      CHECK(shmem_##N##_##OP##_reduce(team, dst, src, (size_t)cnt) == 0, #N " " #OP);                          \
-      for (int i = 0; i < cnt; i++) {                                                                          \
-        T acc = VAL(T, 0, i);                                                                                  \
-        for (int p = 1; p < tn; p++) {                                                                         \
-          T b = VAL(T, p, i);                                                                                  \
-          acc = (T)(EXPR);                                                                                     \
-        }                                                                                                      \
-        CHECK(dst[i] == acc, #N " " #OP " [%d] (cnt %d)", i, cnt);                                             \
-      }                                                                                                        \
-      for (int i = cnt; i < NMAX; i++) CHECK(dst[i] == (T)99, #N " " #OP " wrote past the end");               \
-      for (int i = 0; i < NMAX; i++) CHECK(src[i] == VAL(T, tme, i), #N " " #OP " changed the source");        \
-      shmem_team_sync(team);                                                                                   \
-    }                                                                                                          \
-    CHECK(shmem_##N##_##OP##_reduce(team, src, src, 3) == 0, #N " " #OP " in place");                          \
+#define TEST_RED(T, N, OP, EXPR)                                                                        \
+  static void red_##N##_##OP(shmem_team_t team) {                                                       \
+    int tn = shmem_team_n_pes(team), tme = shmem_team_my_pe(team);                                      \
+    T* src = (T*)src_store;                                                                             \
+    T* dst = (T*)dst_store;                                                                             \
+    for (int cnt = 0; cnt <= NMAX; cnt += 33) {                                                         \
+      for (int i = 0; i < NMAX; i++) src[i] = VAL(T, tme, i), dst[i] = (T)99;                           \
+      CHECK(shmem_##N##_##OP##_reduce(team, dst, src, (size_t)cnt) == 0, #N " " #OP);                   \
+      for (int i = 0; i < cnt; i++) {                                                                   \
+        T acc = VAL(T, 0, i);                                                                           \
+        for (int p = 1; p < tn; p++) {                                                                  \
+          T b = VAL(T, p, i);                                                                           \
+          acc = (T)(EXPR);                                                                              \
+        }                                                                                               \
+        CHECK(dst[i] == acc, #N " " #OP " [%d] (cnt %d)", i, cnt);                                      \
+      }                                                                                                 \
+      for (int i = cnt; i < NMAX; i++) CHECK(dst[i] == (T)99, #N " " #OP " wrote past the end");        \
+      for (int i = 0; i < NMAX; i++) CHECK(src[i] == VAL(T, tme, i), #N " " #OP " changed the source"); \
+      shmem_team_sync(team);                                                                            \
+    }                                                                                                   \
+    CHECK(shmem_##N##_##OP##_reduce(team, src, src, 3) == 0, #N " " #OP " in place");                   \
   }
-#define RED_BIT(T, N) TEST_RED(T, N, and, acc & b) TEST_RED(T, N, or, acc | b) TEST_RED(T, N, xor, acc ^ b)
+#define RED_BIT(T, N) TEST_RED(T, N, and, acc& b) TEST_RED(T, N, or, acc | b) TEST_RED(T, N, xor, acc ^ b)
 #define RED_MINMAX(T, N) TEST_RED(T, N, max, acc > b ? acc : b) TEST_RED(T, N, min, acc < b ? acc : b)
-#define RED_ARITH(T, N) TEST_RED(T, N, sum, acc + b) TEST_RED(T, N, prod, acc * b)
+#define RED_ARITH(T, N) TEST_RED(T, N, sum, acc + b) TEST_RED(T, N, prod, acc* b)
 HPSHMEM_BITWISE_REDUCE_TYPES(RED_BIT)
 HPSHMEM_MINMAX_REDUCE_TYPES(RED_MINMAX)
 HPSHMEM_ARITH_REDUCE_TYPES(RED_ARITH)
 
 static void all_reductions(shmem_team_t team) {
-#define CALL_BIT(T, N) red_##N##_and(team); red_##N##_or(team); red_##N##_xor(team);
-#define CALL_MINMAX(T, N) red_##N##_max(team); red_##N##_min(team);
-#define CALL_ARITH(T, N) red_##N##_sum(team); red_##N##_prod(team);
+#define CALL_BIT(T, N) \
+  red_##N##_and(team); \
+  red_##N##_or(team);  \
+  red_##N##_xor(team);
+#define CALL_MINMAX(T, N) \
+  red_##N##_max(team);    \
+  red_##N##_min(team);
+#define CALL_ARITH(T, N) \
+  red_##N##_sum(team);   \
+  red_##N##_prod(team);
   HPSHMEM_BITWISE_REDUCE_TYPES(CALL_BIT)
   HPSHMEM_MINMAX_REDUCE_TYPES(CALL_MINMAX)
   HPSHMEM_ARITH_REDUCE_TYPES(CALL_ARITH)
@@ -143,8 +150,9 @@ int main(void) {
     CHECK(even != SHMEM_TEAM_INVALID && shmem_team_my_pe(even) == me / 2, "even team rank");
     shmem_team_config_t got = {0};
     CHECK(shmem_team_get_config(even, SHMEM_TEAM_NUM_CONTEXTS, &got) == 0 && got.num_contexts == 2, "config");
-    CHECK(shmem_team_translate_pe(even, 1 % shmem_team_n_pes(even), SHMEM_TEAM_WORLD) == 2 % (2 * shmem_team_n_pes(even)),
-          "translate");
+    CHECK(
+        shmem_team_translate_pe(even, 1 % shmem_team_n_pes(even), SHMEM_TEAM_WORLD) == 2 % (2 * shmem_team_n_pes(even)),
+        "translate");
     all_collectives(even);
     red_int_sum(even);
     red_double_max(even);
@@ -159,8 +167,8 @@ int main(void) {
   shmem_team_t xt, yt;
   int xr = n > 2 ? 2 : 1;
   CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, xr, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
-  CHECK(shmem_team_my_pe(xt) == me % xr && shmem_team_my_pe(yt) == me / xr, "2d ranks %d %d",
-        shmem_team_my_pe(xt), shmem_team_my_pe(yt));
+  CHECK(shmem_team_my_pe(xt) == me % xr && shmem_team_my_pe(yt) == me / xr, "2d ranks %d %d", shmem_team_my_pe(xt),
+        shmem_team_my_pe(yt));
   CHECK(shmem_team_translate_pe(xt, 0, yt) == (me % xr == 0 ? me / xr : -1), "translate across 2d teams");
   shmem_team_sync(xt);
   shmem_team_sync(yt);
@@ -179,15 +187,15 @@ int main(void) {
       /* twice from the same root: the root may then be two calls ahead of a member */
       for (int twice = 0; twice < 2; twice++) {
         CHECK(shmem_long_broadcast(SHMEM_TEAM_WORLD, bdst, bsrc, 1 + it % 4, root) == 0, "b2b broadcast");
-        for (int i = 0; i < 1 + it % 4; i++)
-          CHECK(bdst[i] == it * 100 + root * 10 + i, "b2b broadcast %d [%d]", it, i);
+        for (int i = 0; i < 1 + it % 4; i++) CHECK(bdst[i] == it * 100 + root * 10 + i, "b2b broadcast %d [%d]", it, i);
       }
       if (it % 3 == 0) {
         CHECK(shmem_long_sum_reduce(SHMEM_TEAM_WORLD, rdst, rsrc, 4) == 0, "b2b reduce");
         for (int i = 0; i < 4; i++) CHECK(rdst[i] == (long)n * (it + i) + (long)n * (n - 1) / 2, "b2b reduce %d", it);
       } else if (it % 3 == 1) {
         CHECK(shmem_long_fcollect(SHMEM_TEAM_WORLD, fdst, rsrc, 2) == 0, "b2b fcollect");
-        for (int p = 0; p < n; p++) CHECK(fdst[2 * p] == it + p && fdst[2 * p + 1] == it + p + 1, "b2b fcollect %d", it);
+        for (int p = 0; p < n; p++)
+          CHECK(fdst[2 * p] == it + p && fdst[2 * p + 1] == it + p + 1, "b2b fcollect %d", it);
       }
     }
   }
@@ -204,7 +212,8 @@ int main(void) {
   failed_at = made;
   static int all_failed_at[MAXPES];
   shmem_int_fcollect(SHMEM_TEAM_WORLD, all_failed_at, &failed_at, 1);
-  for (int p = 0; p < n; p++) CHECK(all_failed_at[p] == made, "PE %d failed at split %d, this PE at %d", p, all_failed_at[p], made);
+  for (int p = 0; p < n; p++)
+    CHECK(all_failed_at[p] == made, "PE %d failed at split %d, this PE at %d", p, all_failed_at[p], made);
   CHECK(many[made] == SHMEM_TEAM_INVALID, "a failed split left a team");
   if (many[made - 1] != SHMEM_TEAM_INVALID) shmem_team_sync(many[made - 1]);
   for (int i = made - 1; i >= 0; i--) shmem_team_destroy(many[i]);

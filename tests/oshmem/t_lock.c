@@ -3,10 +3,10 @@
  * increment is lost. test_lock succeeds exactly when the lock is free. */
 #include "check.h"
 
-long lock1;             /* symmetric, zero: unlocked */
+long lock1; /* symmetric, zero: unlocked */
 long lock2;
 long counter;
-int holder_count;       /* how many PEs believe they hold lock2 at once (on PE 0) */
+int holder_count; /* how many PEs believe they hold lock2 at once (on PE 0) */
 
 #define ROUNDS 200
 

@@ -29,76 +29,80 @@ static int poisoned(const void* buf, size_t bytes) {
 
 static const size_t sizes[] = {0, 1, 7, 101};
 
-#define TEST_TYPE(T, N)                                                                                       \
-  static void test_##N(shmem_ctx_t ctx, int to, int from, uint64_t seed) {                                    \
-    T* dst = shmem_malloc((MAXN + 8) * sizeof(T));                                                            \
-    T src[MAXN + 8], got[MAXN + 8];                                                                           \
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {                                             \
-      size_t cnt = sizes[k];                                                                                  \
-      uint64_t s = seed * 31 + k;                                                                             \
-      memset(dst, poison_byte, (MAXN + 8) * sizeof(T));                                                       \
-      fill(src, cnt * sizeof(T), s, me);                                                                      \
-      shmem_barrier_all();                                                                                    \
-      if (k % 2) shmem_ctx_##N##_put(ctx, dst + 1, src, cnt, to);                                             \
-      else {                                                                                                  \
-        shmem_ctx_##N##_put_nbi(ctx, dst + 1, src, cnt, to);                                                  \
-        shmem_ctx_quiet(ctx);                                                                                 \
-      }                                                                                                       \
-      shmem_barrier_all();                                                                                    \
+#define TEST_TYPE(T, N)                                                                                        \
+  static void test_##N(shmem_ctx_t ctx, int to, int from, uint64_t seed) {                                     \
+    T* dst = shmem_malloc((MAXN + 8) * sizeof(T));                                                             \
+    T src[MAXN + 8], got[MAXN + 8];                                                                            \
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {                                              \
+      size_t cnt = sizes[k];                                                                                   \
+      uint64_t s = seed * 31 + k;                                                                              \
+      memset(dst, poison_byte, (MAXN + 8) * sizeof(T));                                                        \
+      fill(src, cnt * sizeof(T), s, me);                                                                       \
+      shmem_barrier_all();                                                                                     \
+      if (k % 2)                                                                                               \
+        shmem_ctx_##N##_put(ctx, dst + 1, src, cnt, to);                                                       \
+      else {                                                                                                   \
+        shmem_ctx_##N##_put_nbi(ctx, dst + 1, src, cnt, to);                                                   \
+        shmem_ctx_quiet(ctx);                                                                                  \
+      }                                                                                                        \
+      shmem_barrier_all();                                                                                     \
       CHECK(poisoned(dst, sizeof(T)) && poisoned(dst + 1 + cnt, 7 * sizeof(T)), #N " put wrote out of range"); \
-      CHECK(same(dst + 1, cnt * sizeof(T), s, from), #N " put of %zu", cnt);                                  \
-      memset(got, poison_byte, sizeof got);                                                                   \
-      if (k % 2) shmem_ctx_##N##_get(ctx, got, dst + 1, cnt, to);                                             \
-      else {                                                                                                  \
-        shmem_ctx_##N##_get_nbi(ctx, got, dst + 1, cnt, to);                                                  \
-        shmem_ctx_quiet(ctx);                                                                                 \
-      }                                                                                                       \
-      CHECK(same(got, cnt * sizeof(T), s, me) && poisoned(got + cnt, sizeof(T)), #N " get of %zu", cnt);      \
-      shmem_barrier_all(); /* nobody re-poisons a buffer a peer still reads */                               \
-    }                                                                                                         \
-    /* p and g: values pass through registers, so they are real values of T, not random bits */               \
-    T v = (T)(osh_rand(seed + 7, me, 0) % 100), vfrom = (T)(osh_rand(seed + 7, from, 0) % 100);               \
-    shmem_barrier_all();                                                                                      \
-    shmem_ctx_##N##_p(ctx, dst + 3, v, to);                                                                   \
-    shmem_barrier_all();                                                                                      \
-    CHECK(dst[3] == vfrom, #N " p");                                                                          \
-    T w = shmem_ctx_##N##_g(ctx, dst + 3, to);                                                                \
-    CHECK(w == v, #N " g");                                                                                   \
-    shmem_barrier_all();                                                                                      \
-    /* strided: every 3rd source element to every 2nd destination element, 11 of them */                     \
-    memset(dst, poison_byte, (MAXN + 8) * sizeof(T));                                                         \
-    fill(src, sizeof src, seed + 9, me);                                                                      \
-    shmem_barrier_all();                                                                                      \
-    shmem_ctx_##N##_iput(ctx, dst, src, 2, 3, 11, to);                                                        \
-    shmem_barrier_all();                                                                                      \
-    for (int i = 0; i < 22; i++) {                                                                            \
-      T expect;                                                                                               \
-      unsigned char all[sizeof src];                                                                          \
-      fill(all, sizeof all, seed + 9, from);                                                                  \
-      memcpy(&expect, all + (size_t)(i / 2) * 3 * sizeof(T), sizeof(T));                                     \
-      if (i % 2 == 0) CHECK(memcmp(dst + i, &expect, sizeof(T)) == 0, #N " iput element %d", i);              \
-      else CHECK(poisoned(dst + i, sizeof(T)), #N " iput wrote a gap at %d", i);                              \
-    }                                                                                                         \
-    memset(got, poison_byte, sizeof got);                                                                     \
-    shmem_ctx_##N##_iget(ctx, got, dst, 3, 2, 11, to);                                                        \
-    for (int i = 0; i < 11; i++) {                                                                            \
-      T expect;                                                                                               \
-      shmem_ctx_##N##_get(ctx, &expect, dst + 2 * i, 1, to);                                                  \
-      CHECK(memcmp(got + 3 * i, &expect, sizeof(T)) == 0, #N " iget element %d", i);                          \
-      if (i < 10) CHECK(poisoned(got + 3 * i + 1, 2 * sizeof(T)), #N " iget wrote a gap");                    \
-    }                                                                                                         \
-    shmem_barrier_all();                                                                                      \
-    /* put_signal: the data is complete when the signal is seen */                                            \
-    shmem_barrier_all();                                                                                      \
-    fill(src, 101 * sizeof(T), seed + 11, me);                                                                \
-    shmem_ctx_##N##_put_signal(ctx, dst, src, 101, sig, (uint64_t)(seed * 1000 + 1), SHMEM_SIGNAL_SET, to);           \
-    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, (uint64_t)(seed * 1000 + 1));                                         \
-    CHECK(same(dst, 101 * sizeof(T), seed + 11, from), #N " put_signal data");                                \
-    shmem_barrier_all();                                                                                      \
-    shmem_ctx_##N##_put_signal_nbi(ctx, dst, src, 5, sig, 1, SHMEM_SIGNAL_ADD, to);                           \
-    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, (uint64_t)(seed * 1000 + 2));                                         \
-    shmem_barrier_all();                                                                                      \
-    shmem_free(dst);                                                                                          \
+      CHECK(same(dst + 1, cnt * sizeof(T), s, from), #N " put of %zu", cnt);                                   \
+      memset(got, poison_byte, sizeof got);                                                                    \
+      if (k % 2)                                                                                               \
+        shmem_ctx_##N##_get(ctx, got, dst + 1, cnt, to);                                                       \
+      else {                                                                                                   \
+        shmem_ctx_##N##_get_nbi(ctx, got, dst + 1, cnt, to);                                                   \
+        shmem_ctx_quiet(ctx);                                                                                  \
+      }                                                                                                        \
+      CHECK(same(got, cnt * sizeof(T), s, me) && poisoned(got + cnt, sizeof(T)), #N " get of %zu", cnt);       \
+      shmem_barrier_all(); /* nobody re-poisons a buffer a peer still reads */                                 \
+    }                                                                                                          \
+    /* p and g: values pass through registers, so they are real values of T, not random bits */                \
+    T v = (T)(osh_rand(seed + 7, me, 0) % 100), vfrom = (T)(osh_rand(seed + 7, from, 0) % 100);                \
+    shmem_barrier_all();                                                                                       \
+    shmem_ctx_##N##_p(ctx, dst + 3, v, to);                                                                    \
+    shmem_barrier_all();                                                                                       \
+    CHECK(dst[3] == vfrom, #N " p");                                                                           \
+    T w = shmem_ctx_##N##_g(ctx, dst + 3, to);                                                                 \
+    CHECK(w == v, #N " g");                                                                                    \
+    shmem_barrier_all();                                                                                       \
+    /* strided: every 3rd source element to every 2nd destination element, 11 of them */                       \
+    memset(dst, poison_byte, (MAXN + 8) * sizeof(T));                                                          \
+    fill(src, sizeof src, seed + 9, me);                                                                       \
+    shmem_barrier_all();                                                                                       \
+    shmem_ctx_##N##_iput(ctx, dst, src, 2, 3, 11, to);                                                         \
+    shmem_barrier_all();                                                                                       \
+    for (int i = 0; i < 22; i++) {                                                                             \
+      T expect;                                                                                                \
+      unsigned char all[sizeof src];                                                                           \
+      fill(all, sizeof all, seed + 9, from);                                                                   \
+      memcpy(&expect, all + (size_t)(i / 2) * 3 * sizeof(T), sizeof(T));                                       \
+      if (i % 2 == 0)                                                                                          \
+        CHECK(memcmp(dst + i, &expect, sizeof(T)) == 0, #N " iput element %d", i);                             \
+      else                                                                                                     \
+        CHECK(poisoned(dst + i, sizeof(T)), #N " iput wrote a gap at %d", i);                                  \
+    }                                                                                                          \
+    memset(got, poison_byte, sizeof got);                                                                      \
+    shmem_ctx_##N##_iget(ctx, got, dst, 3, 2, 11, to);                                                         \
+    for (int i = 0; i < 11; i++) {                                                                             \
+      T expect;                                                                                                \
+      shmem_ctx_##N##_get(ctx, &expect, dst + 2 * i, 1, to);                                                   \
+      CHECK(memcmp(got + 3 * i, &expect, sizeof(T)) == 0, #N " iget element %d", i);                           \
+      if (i < 10) CHECK(poisoned(got + 3 * i + 1, 2 * sizeof(T)), #N " iget wrote a gap");                     \
+    }                                                                                                          \
+    shmem_barrier_all();                                                                                       \
+    /* put_signal: the data is complete when the signal is seen */                                             \
+    shmem_barrier_all();                                                                                       \
+    fill(src, 101 * sizeof(T), seed + 11, me);                                                                 \
+    shmem_ctx_##N##_put_signal(ctx, dst, src, 101, sig, (uint64_t)(seed * 1000 + 1), SHMEM_SIGNAL_SET, to);    \
+    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, (uint64_t)(seed * 1000 + 1));                                   \
+    CHECK(same(dst, 101 * sizeof(T), seed + 11, from), #N " put_signal data");                                 \
+    shmem_barrier_all();                                                                                       \
+    shmem_ctx_##N##_put_signal_nbi(ctx, dst, src, 5, sig, 1, SHMEM_SIGNAL_ADD, to);                            \
+    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, (uint64_t)(seed * 1000 + 2));                                   \
+    shmem_barrier_all();                                                                                       \
+    shmem_free(dst);                                                                                           \
   }
 HPSHMEM_RMA_TYPES(TEST_TYPE)
 
@@ -166,7 +170,8 @@ int main(void) {
   shmem_barrier_all();
   for (long round = 1; round <= 20; round++) {
     for (int i = 0; i < 257; i++) v[i] = round * 1000 + i + me;
-    if (round % 2) shmem_long_put(ring, v, 257, to);
+    if (round % 2)
+      shmem_long_put(ring, v, 257, to);
     else
       for (int i = 0; i < 257; i++) shmem_long_p(&ring[i], v[i], to);
     for (int i = 0; i < 257; i++) v[i] = -1;

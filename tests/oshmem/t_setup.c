@@ -1,8 +1,8 @@
 /* Setup, query, thread levels, memory management, shmem_ptr and global data. */
 #include "check.h"
 
-int global_int = 7;                 /* .data */
-static long static_arr[1000];       /* .bss, more than a page */
+int global_int = 7;           /* .data */
+static long static_arr[1000]; /* .bss, more than a page */
 double global_double;
 
 int main(void) {

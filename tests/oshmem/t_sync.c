@@ -7,7 +7,7 @@
 
 #include "check.h"
 
-long flags[8];        /* symmetric (global) */
+long flags[8]; /* symmetric (global) */
 uint64_t sigword;
 int ints[16];
 

@@ -44,8 +44,18 @@ def build(tmp_path_factory) -> Path:
     for exe, src in PROGRAMS.items():
         cc = tool("oshc++") if src.endswith(".cpp") else tool("oshcc")
         std = ["-std=c++17"] if src.endswith(".cpp") else ["-std=c11", "-Wpedantic"]
-        cmd = [cc, *std, "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-o", str(out / exe),
-               str(HERE / src)]
+        cmd = [
+            cc,
+            *std,
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            "-o",
+            str(out / exe),
+            str(HERE / src),
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
     return out
@@ -129,9 +139,13 @@ def test_errors_end_the_job_with_a_message(build, case, status, message):
 def test_oshrun_reports_a_pe_killed_by_a_signal_and_ends_the_rest(build, tmp_path):
     # PE 1 is killed; the others sleep outside the library and never notice: the
     # launcher must end them and report PE 1's death (128 + SIGKILL).
-    exe = compile_c(tmp_path, "die", '#include <shmem.h>\n#include <signal.h>\n#include <unistd.h>\n'
-                    'int main(void){shmem_init();shmem_barrier_all();'
-                    'if(shmem_my_pe()==1) kill(getpid(),SIGKILL); sleep(60); return 0;}\n')
+    exe = compile_c(
+        tmp_path,
+        "die",
+        "#include <shmem.h>\n#include <signal.h>\n#include <unistd.h>\n"
+        "int main(void){shmem_init();shmem_barrier_all();"
+        "if(shmem_my_pe()==1) kill(getpid(),SIGKILL); sleep(60); return 0;}\n",
+    )
     t0 = time.monotonic()
     r = oshrun(["-np", 3, "--grace", "1", exe], timeout=60)
     assert r.returncode == 128 + signal.SIGKILL, r.stderr
@@ -144,9 +158,13 @@ def test_oshrun_without_shmem_init_says_so():
 
 
 def test_killing_oshrun_kills_every_pe(build, tmp_path):
-    exe = compile_c(tmp_path, "wait", '#include <shmem.h>\n#include <stdio.h>\n#include <unistd.h>\n'
-                    'int main(void){shmem_init();printf("pid %d\\n",(int)getpid());fflush(stdout);'
-                    'for(;;) sleep(1);}\n')
+    exe = compile_c(
+        tmp_path,
+        "wait",
+        "#include <shmem.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+        'int main(void){shmem_init();printf("pid %d\\n",(int)getpid());fflush(stdout);'
+        "for(;;) sleep(1);}\n",
+    )
     p = subprocess.Popen([tool("oshrun"), "-np", "3", str(exe)], stdout=subprocess.PIPE, text=True, env=ENV)
     pids = [int(p.stdout.readline().split()[1]) for _ in range(3)]
     for pid in pids:
@@ -162,10 +180,14 @@ def test_killing_oshrun_kills_every_pe(build, tmp_path):
 
 
 def test_oshrun_forwards_sigterm(build, tmp_path):
-    exe = compile_c(tmp_path, "term", '#include <shmem.h>\n#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n'
-                    'static void on(int s){(void)s;_exit(42);}\n'
-                    'int main(void){signal(SIGTERM,on);shmem_init();printf("up\\n");fflush(stdout);'
-                    'for(;;) pause();}\n')
+    exe = compile_c(
+        tmp_path,
+        "term",
+        "#include <shmem.h>\n#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+        "static void on(int s){(void)s;_exit(42);}\n"
+        'int main(void){signal(SIGTERM,on);shmem_init();printf("up\\n");fflush(stdout);'
+        "for(;;) pause();}\n",
+    )
     p = subprocess.Popen([tool("oshrun"), "-np", "2", str(exe)], stdout=subprocess.PIPE, text=True, env=ENV)
     for _ in range(2):
         assert p.stdout.readline().strip() == "up"
@@ -200,11 +222,24 @@ def test_oshcc_showme_names_header_and_library():
 def test_library_exports_only_the_api():
     from hyper_parallel.oshmem import library_dir
 
-    r = subprocess.run(["nm", "-D", "--defined-only", str(library_dir() / "libhpshmem.so")], capture_output=True,
-                       text=True, check=True)
+    r = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library_dir() / "libhpshmem.so")], capture_output=True, text=True, check=True
+    )
     names = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
-    allowed = ("shmem_", "shmemx_", "hpshmem_ctx_default", "hpshmem_team_", "_my_pe", "_num_pes", "start_pes",
-               "shmalloc", "shmemalign", "shrealloc", "shfree", "hpshmem_sync_active_set")
+    allowed = (
+        "shmem_",
+        "shmemx_",
+        "hpshmem_ctx_default",
+        "hpshmem_team_",
+        "_my_pe",
+        "_num_pes",
+        "start_pes",
+        "shmalloc",
+        "shmemalign",
+        "shrealloc",
+        "shfree",
+        "hpshmem_sync_active_set",
+    )
     stray = [n for n in names if not n.startswith(allowed)]
     assert not stray, stray[:10]
     assert len(names) > 1500  # every typed routine

@@ -4,6 +4,7 @@ Every rank can regenerate every rank's input (seeded by rank, op, dtype and size
 checked against a reference computed here in float64 / exact integers, in rank order; outputs are
 filled with poison first, and the ranks compare their results' bytes (bit-identical everywhere).
 """
+
 from __future__ import annotations
 
 import os
@@ -82,17 +83,26 @@ def reference(op, inputs, dtype):
     """The reduction of the ranks' inputs in rank order, in a wide type, as `dtype`."""
     if dtype is torch.bool:
         ints = [x.to(torch.int64) for x in inputs]
-        r = {"sum": torch.stack(ints).amax(0), "product": torch.stack(ints).amin(0), "min": torch.stack(ints).amin(0),
-             "max": torch.stack(ints).amax(0)}.get(op)
+        r = {
+            "sum": torch.stack(ints).amax(0),
+            "product": torch.stack(ints).amin(0),
+            "min": torch.stack(ints).amin(0),
+            "max": torch.stack(ints).amax(0),
+        }.get(op)
         if r is None:
             r = REDUCE[op][1](ints)
         return r.bool()
-    wide = [x.to(torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else torch.int64)
-            for x in inputs]
+    wide = [
+        x.to(torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else torch.int64)
+        for x in inputs
+    ]
     if op == "avg":
         s = _fold(wide, torch.add)
-        r = s / len(inputs) if (dtype.is_floating_point or dtype.is_complex) else torch.div(s, len(inputs),
-                                                                                            rounding_mode="trunc")
+        r = (
+            s / len(inputs)
+            if (dtype.is_floating_point or dtype.is_complex)
+            else torch.div(s, len(inputs), rounding_mode="trunc")
+        )
     else:
         r = REDUCE[op][1](wide)
     if not (dtype.is_floating_point or dtype.is_complex):
@@ -105,8 +115,18 @@ def reference(op, inputs, dtype):
     return r.to(dtype)
 
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-          torch.int64, torch.bool, torch.complex64]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+]
 
 
 def ops_for(dtype):
@@ -142,7 +162,7 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
         for n in sizes:
             key = (str(dtype), n)
             inputs = [data(("in",) + key + (r,), (n,), dtype) for r in range(world)]
-            for op in (ops or ops_for(dtype)):
+            for op in ops or ops_for(dtype):
                 if op == "product" and dtype.is_floating_point and n > 64:
                     continue  # products of many random values overflow float16 (the reference is exact)
                 if op == "product" and not (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool):
@@ -162,8 +182,12 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
                 # PREMUL_SUM: each input scaled by the factor, then summed.
                 t = inputs[rank].clone()
                 run(dist.all_reduce, t, dist._make_nccl_premul_sum(0.5))
-                close(t, reference("sum", [x.double() * 0.5 for x in inputs], torch.float64).to(dtype), dtype,
-                      f"premul_sum {dtype} n={n}")
+                close(
+                    t,
+                    reference("sum", [x.double() * 0.5 for x in inputs], torch.float64).to(dtype),
+                    dtype,
+                    f"premul_sum {dtype} n={n}",
+                )
             # broadcast from the last rank, into a poisoned non-root tensor.
             t = inputs[rank].clone() if rank == 1 % world else poison_like(inputs[rank])
             run(dist.broadcast, t, 1 % world)
@@ -179,19 +203,22 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
             # reduce_scatter (list) and reduce_scatter_tensor: block r of the sum over ranks
             if dtype is not torch.bool:
                 big = [data(("rs",) + key + (r,), (world * n,), dtype) for r in range(world)]
-                want = reference("sum", big, dtype)[rank * n:(rank + 1) * n]
+                want = reference("sum", big, dtype)[rank * n : (rank + 1) * n]
                 out = poison_like(inputs[0])
                 run(dist.reduce_scatter_tensor, out, big[rank])
                 close(out, want, dtype, f"reduce_scatter_tensor {dtype} n={n}")
                 out = poison_like(inputs[0])
-                run(dist.reduce_scatter, out, list(big[rank].chunk(world)) if n else
-                    [torch.empty(0, dtype=dtype)] * world)
+                run(
+                    dist.reduce_scatter,
+                    out,
+                    list(big[rank].chunk(world)) if n else [torch.empty(0, dtype=dtype)] * world,
+                )
                 close(out, want, dtype, f"reduce_scatter {dtype} n={n}")
             # all_to_all_single, even: piece q of rank p goes to rank q
             src = [data(("a2a",) + key + (r,), (world * n,), dtype) for r in range(world)]
             out = poison_like(src[0])
             run(dist.all_to_all_single, out, src[rank])
-            want = torch.cat([src[p][rank * n:(rank + 1) * n] for p in range(world)])
+            want = torch.cat([src[p][rank * n : (rank + 1) * n] for p in range(world)])
             assert torch.equal(out, want), f"all_to_all_single {dtype} n={n}"
             # uneven splits, 2-D rows: rank p sends (p + q) % 3 * n // 2 + q rows to rank q
             cols = 3
@@ -200,14 +227,15 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
             recv_rows = [rows[p][rank] for p in range(world)]
             out = poison_like(torch.empty((sum(recv_rows), cols), dtype=dtype))
             run(dist.all_to_all_single, out, mats[rank], recv_rows, rows[rank])
-            want = torch.cat([mats[p][sum(rows[p][:rank]):sum(rows[p][:rank + 1])] for p in range(world)])
+            want = torch.cat([mats[p][sum(rows[p][:rank]) : sum(rows[p][: rank + 1])] for p in range(world)])
             assert torch.equal(out, want), f"uneven all_to_all_single {dtype} n={n}"
             # all_to_all with lists of different sizes
             outs = [poison_like(torch.empty(rows[p][rank] * cols, dtype=dtype)) for p in range(world)]
             run(dist.all_to_all, outs, [x.reshape(-1) for x in mats[rank].split(rows[rank])])
             for p in range(world):
-                assert torch.equal(outs[p], mats[p][sum(rows[p][:rank]):sum(rows[p][:rank + 1])].reshape(-1)), \
+                assert torch.equal(outs[p], mats[p][sum(rows[p][:rank]) : sum(rows[p][: rank + 1])].reshape(-1)), (
                     f"all_to_all {dtype} n={n} from {p}"
+                )
             # gather to rank 0, scatter from the last rank
             outs = [poison_like(inputs[0]) for _ in range(world)] if rank == 0 else None
             run(dist.gather, inputs[rank], outs, 0)
@@ -216,8 +244,12 @@ def scenario_every_op(rank, world, port, sizes, dtypes=None, ops=None, async_eve
                     assert torch.equal(outs[r], inputs[r]), f"gather {dtype} n={n} piece {r}"
             out = poison_like(inputs[0])
             root = world - 1
-            run(dist.scatter, out, [data(("sc",) + key + (q,), (n,), dtype) for q in range(world)]
-                if rank == root else None, root)
+            run(
+                dist.scatter,
+                out,
+                [data(("sc",) + key + (q,), (n,), dtype) for q in range(world)] if rank == root else None,
+                root,
+            )
             assert torch.equal(out, data(("sc",) + key + (rank,), (n,), dtype)), f"scatter {dtype} n={n}"
             run(dist.barrier)
     dist.destroy_process_group()
@@ -243,7 +275,7 @@ def scenario_shapes_and_coalescing(rank, world, port):
     dist.all_gather_into_tensor(view, torch.full((2, 2), float(rank)))
     assert torch.equal(buf[:, 0], torch.full((2 * w,), -1.0)) and torch.equal(buf[:, 3], torch.full((2 * w,), -1.0))
     for r in range(w):
-        assert torch.equal(view[2 * r:2 * r + 2], torch.full((2, 2), float(r)))
+        assert torch.equal(view[2 * r : 2 * r + 2], torch.full((2, 2), float(r)))
     # 0-d and empty
     s = torch.tensor(float(rank + 1))
     dist.all_reduce(s, dist.ReduceOp.PRODUCT)
@@ -262,7 +294,9 @@ def scenario_shapes_and_coalescing(rank, world, port):
         dist.all_reduce(a)
         dist.all_reduce(b)
     cm.wait()
-    assert torch.equal(a, torch.full((5,), float(sum(range(w))))) and torch.equal(b, torch.full((2,), 2.0 * sum(range(w))))
+    assert torch.equal(a, torch.full((5,), float(sum(range(w))))) and torch.equal(
+        b, torch.full((2,), 2.0 * sum(range(w)))
+    )
     outs = [torch.full((w * 3,), -1.0) for _ in range(2)]
     with dist._coalescing_manager():
         for k in range(2):
@@ -381,8 +415,12 @@ def scenario_p2p(rank, world, port):
     recv_strided = torch.full((3, 4), -1.0, dtype=torch.float64).t()  # (4, 3), not contiguous
     assert not recv_strided.is_contiguous()
     empty_in = torch.empty(0)
-    ops = [dist.P2POp(dist.isend, strided, nxt), dist.P2POp(dist.irecv, recv_strided, prv),
-           dist.P2POp(dist.isend, torch.empty(0), nxt, tag=9), dist.P2POp(dist.irecv, empty_in, prv, tag=9)]
+    ops = [
+        dist.P2POp(dist.isend, strided, nxt),
+        dist.P2POp(dist.irecv, recv_strided, prv),
+        dist.P2POp(dist.isend, torch.empty(0), nxt, tag=9),
+        dist.P2POp(dist.irecv, empty_in, prv, tag=9),
+    ]
     target = ops[1].tensor
     for w in dist.batch_isend_irecv(ops):
         w.wait()
@@ -394,8 +432,9 @@ def scenario_p2p(rank, world, port):
 
 def _model(seed):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
-                               torch.nn.Linear(256, 10))
+    return torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+    )
 
 
 def _train(model, rank, steps, opt_cls=torch.optim.SGD):
@@ -438,10 +477,10 @@ def scenario_fsdp_tp(rank, world, port, backend, out):
     """FSDP2 (fully_shard) on an MLP, then tensor parallelism (colwise, rowwise) on another, and
     functional collectives compiled with fullgraph=True against eager; results written to `out`."""
     init(rank, world, port, backend=backend)
+    import torch.distributed._functional_collectives as funcol
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-    import torch.distributed._functional_collectives as funcol
 
     mesh = init_device_mesh("cpu", (world,))
     model = _model(1)
@@ -476,8 +515,9 @@ def scenario_mismatch(rank, world, port):
     init(rank, world, port)
     failures = 0
     for bad in ("size", "dtype", "op"):
-        t = torch.ones(5 + (rank if bad == "size" else 0),
-                       dtype=torch.float64 if bad == "dtype" and rank == 1 else torch.float32)
+        t = torch.ones(
+            5 + (rank if bad == "size" else 0), dtype=torch.float64 if bad == "dtype" and rank == 1 else torch.float32
+        )
         try:
             dist.all_reduce(t, dist.ReduceOp.MAX if bad == "op" and rank == 0 else dist.ReduceOp.SUM)
         except Exception as e:  # noqa: BLE001
@@ -487,8 +527,10 @@ def scenario_mismatch(rank, world, port):
     t = torch.ones(3)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((3,), float(world)))
-    for bad, exc in ((lambda: dist.broadcast(torch.ones(2), world + 3), ValueError),
-                     (lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse()), TypeError)):
+    for bad, exc in (
+        (lambda: dist.broadcast(torch.ones(2), world + 3), ValueError),
+        (lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse()), TypeError),
+    ):
         try:
             bad()
         except exc:
@@ -525,6 +567,7 @@ def scenario_chunked_mismatch(rank, world, port, only=None):
     def run(op, n, kept):
         """`op` on this rank's n elements (per rank, or per pair); each tensor the call may write goes into
         `kept` first, with a copy of what it holds."""
+
         def keep(*ts):
             kept.extend((t, t.clone()) for t in ts)
             return ts[0] if len(ts) == 1 else ts
@@ -557,8 +600,10 @@ def scenario_chunked_mismatch(rank, world, port, only=None):
     for op, chunk in one_chunk.items():
         # every rank chunks, totals differ (rank 1's is larger), first chunks equal; then rank 0 exactly one
         # chunk (a single call that fits the staging), the others 40000 elements (chunked)
-        for how, n in (("different totals", 40000 + 10000 * (rank == 1)),
-                       ("one rank fits", chunk if rank == 0 else 40000)):
+        for how, n in (
+            ("different totals", 40000 + 10000 * (rank == 1)),
+            ("one rank fits", chunk if rank == 0 else 40000),
+        ):
             assert n > chunk or how == "one rank fits"
             if only is not None and f"{op}/{how}" not in only:
                 continue
@@ -574,8 +619,9 @@ def scenario_chunked_mismatch(rank, world, port, only=None):
         big = 30000
         out_rows = [big + (rank == 0 and p == 1) for p in range(w)]
         out = torch.full((sum(out_rows),), poison)
-        msg = expect_mismatch("uneven all_to_all_single",
-                              lambda: dist.all_to_all_single(out, torch.ones(w * big), out_rows, [big] * w))
+        msg = expect_mismatch(
+            "uneven all_to_all_single", lambda: dist.all_to_all_single(out, torch.ones(w * big), out_rows, [big] * w)
+        )
         assert torch.equal(out, torch.full_like(out, poison)), f"uneven all_to_all_single: rank {rank} was written"
         assert "disagree" in msg and "expects" in msg, msg
     # the group goes on: correct chunked and single calls
@@ -635,8 +681,11 @@ def scenario_timeouts(rank, world, port):
         try:
             pg.monitored_barrier(datetime.timedelta(seconds=1))
         except RuntimeError as e:
-            want = f"Rank {absent} failed to pass monitoredBarrier" if rank == 0 else \
-                f"Rank {rank} successfully reached monitoredBarrier"
+            want = (
+                f"Rank {absent} failed to pass monitoredBarrier"
+                if rank == 0
+                else f"Rank {rank} successfully reached monitoredBarrier"
+            )
             assert want in str(e), e
         else:
             raise AssertionError(f"rank {absent} stayed away, yet the monitored barrier passed")

@@ -6,6 +6,7 @@ MindSpore, so the two suites cannot drift apart. Values are generated with NumPy
 comparisons (bfloat16 as its uint16 bit patterns), ``values`` for tolerances.
 Only the framework of the job is imported: a MindSpore rank never imports torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,12 +17,36 @@ import numpy as np
 FRAMEWORKS = ["torch", "mindspore"]
 
 # Fixed-size dtypes both frameworks have; each framework adds its own extras.
-COMMON_DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-                 "complex64"]
-_NP = {"float16": np.float16, "bfloat16": np.float32, "float32": np.float32, "float64": np.float64,
-       "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
-       "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_,
-       "complex64": np.complex64, "complex128": np.complex128}
+COMMON_DTYPES = [
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+]
+_NP = {
+    "float16": np.float16,
+    "bfloat16": np.float32,
+    "float32": np.float32,
+    "float64": np.float64,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "uint64": np.uint64,
+    "bool": np.bool_,
+    "complex64": np.complex64,
+    "complex128": np.complex128,
+}
 
 
 def seed_of(*parts) -> int:
@@ -42,8 +67,9 @@ def random_array(name: str, shape, seed: int, small: bool = False) -> np.ndarray
     if small:
         return g.integers(-50, 50, shape).astype(_NP[name])
     info = np.iinfo(_NP[name])
-    return g.integers(info.min, info.max, shape, dtype=np.int64 if info.min < 0 else np.uint64,
-                      endpoint=False).astype(_NP[name])
+    return g.integers(info.min, info.max, shape, dtype=np.int64 if info.min < 0 else np.uint64, endpoint=False).astype(
+        _NP[name]
+    )
 
 
 def poison(name: str):
@@ -75,6 +101,7 @@ class _Torch(_Common):
 
     def __init__(self):
         import torch
+
         self.torch = torch
         self.dtypes = COMMON_DTYPES + [d for d in ("uint16", "uint32", "uint64") if hasattr(torch, d)]
         self.dtype_type_error = "dtype must be a torch.dtype"
@@ -134,6 +161,7 @@ class _MindSpore(_Common):
 
     def __init__(self):
         import mindspore as ms
+
         self.ms = ms
         self.dtypes = COMMON_DTYPES + ["uint16", "uint32", "uint64", "complex128"]
         self.dtype_type_error = "dtype must be a fixed-size mindspore dtype"

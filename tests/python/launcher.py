@@ -9,6 +9,7 @@ calls ``fn(rank, world_size, **kwargs)``. Nothing is mocked: the ranks share rea
   MS_SCHED_PORT) and a job secret, and must not import torch; ``dist=False`` leaves the
   msrun variables out (the job then needs an explicit bootstrap endpoint).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 _WORKER = r"""
 import importlib.util, json, os, sys, traceback
-path, fn_name, rank, world, port, kwargs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), json.loads(sys.argv[6])
+path, fn_name = sys.argv[1], sys.argv[2]
+rank, world, port, kwargs = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), json.loads(sys.argv[6])
 sys.path.insert(0, os.path.dirname(path))
 try:
     mindspore = os.environ.get("HP_TEST_FRAMEWORK") == "mindspore"
@@ -86,9 +88,18 @@ def layout_env(layout: str, rank: int, world: int) -> dict:
     return env
 
 
-def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env: dict | None = None,
-            kwargs: dict | None = None, dist: bool = True, framework: str = "torch",
-            layout: str = "shm") -> JobResult:
+def run_job(
+    module_file: str,
+    fn: str,
+    world: int,
+    *,
+    timeout: float = 120,
+    env: dict | None = None,
+    kwargs: dict | None = None,
+    dist: bool = True,
+    framework: str = "torch",
+    layout: str = "shm",
+) -> JobResult:
     """Start `world` ranks of `framework` running `fn` from `module_file` with the ranks placed by
     `layout` (see layout_env); kill all after `timeout` s."""
     port = free_port()
@@ -96,8 +107,9 @@ def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env:
     penv["HP_TEST_FRAMEWORK"] = framework
     if framework == "mindspore":
         if dist:  # no scheduler runs: the library only derives its port (MS_SCHED_PORT + 13) from it
-            penv.update(MS_SCHED_HOST="127.0.0.1", MS_SCHED_PORT=str(port - 13), MS_WORKER_NUM=str(world),
-                        MS_ROLE="MS_WORKER")
+            penv.update(
+                MS_SCHED_HOST="127.0.0.1", MS_SCHED_PORT=str(port - 13), MS_WORKER_NUM=str(world), MS_ROLE="MS_WORKER"
+            )
         penv["HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET"] = os.urandom(16).hex()
         penv["GLOG_v"] = "3"  # MindSpore's own log: errors only
     penv.setdefault("SYMMETRIC_MEMORY_HEAP_SIZE", "256m")
@@ -112,9 +124,25 @@ def run_job(module_file: str, fn: str, world: int, *, timeout: float = 120, env:
         renv = dict(penv, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), **layout_env(layout, r, world))
         if framework == "mindspore":
             renv.update(RANK_ID=str(r), RANK_SIZE=str(world), MS_NODE_ID=str(r))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", _WORKER, module_file, fn, str(r), str(world), str(port), json.dumps(kwargs or {})],
-            env=renv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _WORKER,
+                    module_file,
+                    fn,
+                    str(r),
+                    str(world),
+                    str(port),
+                    json.dumps(kwargs or {}),
+                ],
+                env=renv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     timed_out = False
     outputs = []
     for p in procs:

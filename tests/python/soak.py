@@ -10,6 +10,7 @@ way; the job fails if a result is wrong, if fds or threads grow, or if RSS keeps
 
     python3 tests/python/soak.py [--rounds N] [--worlds 2 4] [--frameworks torch mindspore]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ def _pattern(seed: int, n: int) -> np.ndarray:
 
 
 def soak_rank(rank, world, rounds=100000, seed=1):
-    import hyper_parallel.core.symmetric_memory as symm
     from frameworks import current
+
+    import hyper_parallel.core.symmetric_memory as symm
 
     F = current()
     u8, i64 = F.dtype("uint8"), F.dtype("int64")
@@ -79,24 +81,25 @@ def soak_rank(rank, world, rounds=100000, seed=1):
             symm.shmem_signal_op(sig, 1, 1, "add", left)
         elif kind == "allgather":
             F.fill(gather, 0)
-            symm.shmem_allgather(gather[:world * n], F.tensor(_pattern(i + rank, n), "uint8"))
+            symm.shmem_allgather(gather[: world * n], F.tensor(_pattern(i + rank, n), "uint8"))
             got = F.bits(gather)
             for p in range(world):
-                assert np.array_equal(got[p * n:(p + 1) * n], _pattern(i + p, n)), f"round {i}: allgather from {p}"
+                assert np.array_equal(got[p * n : (p + 1) * n], _pattern(i + p, n)), f"round {i}: allgather from {p}"
         elif kind == "alltoall":
             per = n // world
             sends = [F.tensor(_pattern(i * 31 + rank * world + p, per), "uint8") for p in range(world)]
-            symm.shmem_alltoall(sends, a2a_out[:world * per], [per] * world)
+            symm.shmem_alltoall(sends, a2a_out[: world * per], [per] * world)
             got = F.bits(a2a_out)
             for p in range(world):
-                assert np.array_equal(got[p * per:(p + 1) * per], _pattern(i * 31 + p * world + rank, per)), \
+                assert np.array_equal(got[p * per : (p + 1) * per], _pattern(i * 31 + p * world + rank, per)), (
                     f"round {i}: alltoall from {p}"
+                )
         elif kind == "get":
             p = rng.randrange(world)
             off = rng.randrange(MAX_BYTES - n + 1)
             dst = F.full(n, 0, "uint8")
             symm.shmem_get(dst, 0, static, off, n, p)
-            assert np.array_equal(F.bits(dst), _pattern(p, MAX_BYTES)[off:off + n]), f"round {i}: get from {p}"
+            assert np.array_equal(F.bits(dst), _pattern(p, MAX_BYTES)[off : off + n]), f"round {i}: get from {p}"
         elif kind == "barrier":
             symm.barrier()
         else:
@@ -117,10 +120,17 @@ def soak_rank(rank, world, rounds=100000, seed=1):
     assert live["freed_pending"] == 0, live
     after = [s for s in samples if s[0] >= warm] or samples
     rss = [s[1] for s in after]
-    stats = {"rank": rank, "rounds": rounds, "seconds": round(seconds, 2), "kinds": kinds,
-             "rss_mb_after_warmup": round(rss[0], 1), "rss_mb_end": round(rss[-1], 1),
-             "rss_mb_max": round(max(rss), 1), "fds": [after[0][2], after[-1][2]],
-             "threads": [after[0][3], after[-1][3]]}
+    stats = {
+        "rank": rank,
+        "rounds": rounds,
+        "seconds": round(seconds, 2),
+        "kinds": kinds,
+        "rss_mb_after_warmup": round(rss[0], 1),
+        "rss_mb_end": round(rss[-1], 1),
+        "rss_mb_max": round(max(rss), 1),
+        "fds": [after[0][2], after[-1][2]],
+        "threads": [after[0][3], after[-1][3]],
+    }
     print("SOAK " + json.dumps(stats), flush=True)
     assert after[-1][2] <= after[0][2], f"file descriptors grew: {after[0][2]} -> {after[-1][2]}"
     assert after[-1][3] <= after[0][3], f"threads grew: {after[0][3]} -> {after[-1][3]}"
@@ -139,22 +149,34 @@ def main():
     args = ap.parse_args()
     before = leftovers()
     results, ok = [], True
-    print(f"{'framework':<10} {'ranks':>5} {'rounds':>7} {'s':>7} {'rounds/s':>9} {'RSS MB warm->end (max)':>24} "
-          f"{'fds':>9} {'threads':>9}  result")
+    print(
+        f"{'framework':<10} {'ranks':>5} {'rounds':>7} {'s':>7} {'rounds/s':>9} {'RSS MB warm->end (max)':>24} "
+        f"{'fds':>9} {'threads':>9}  result"
+    )
     for fw in args.frameworks:
         for world in args.worlds:
-            res = run_job(HERE, "soak_rank", world, framework=fw, timeout=60 + args.rounds * 0.05,
-                          kwargs={"rounds": args.rounds}, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "120"})
-            ranks = [json.loads(line[5:]) for out in res.outputs for line in out.splitlines()
-                     if line.startswith("SOAK ")]
+            res = run_job(
+                HERE,
+                "soak_rank",
+                world,
+                framework=fw,
+                timeout=60 + args.rounds * 0.05,
+                kwargs={"rounds": args.rounds},
+                env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "120"},
+            )
+            ranks = [
+                json.loads(line[5:]) for out in res.outputs for line in out.splitlines() if line.startswith("SOAK ")
+            ]
             passed = not res.timed_out and all(c == 0 for c in res.codes) and len(ranks) == world
             ok &= passed
             results.append({"framework": fw, "world": world, "passed": passed, "ranks": ranks})
             for s in ranks:
-                print(f"{fw:<10} {world:>5} {s['rounds']:>7} {s['seconds']:>7.1f} {s['rounds'] / s['seconds']:>9.0f} "
-                      f"{s['rss_mb_after_warmup']:>10.1f} -> {s['rss_mb_end']:.1f} ({s['rss_mb_max']:.1f}) "
-                      f"{s['fds'][0]:>4}->{s['fds'][1]:<4} {s['threads'][0]:>4}->{s['threads'][1]:<4} "
-                      f"{'ok' if passed else 'FAILED'} (rank {s['rank']})")
+                print(
+                    f"{fw:<10} {world:>5} {s['rounds']:>7} {s['seconds']:>7.1f} {s['rounds'] / s['seconds']:>9.0f} "
+                    f"{s['rss_mb_after_warmup']:>10.1f} -> {s['rss_mb_end']:.1f} ({s['rss_mb_max']:.1f}) "
+                    f"{s['fds'][0]:>4}->{s['fds'][1]:<4} {s['threads'][0]:>4}->{s['threads'][1]:<4} "
+                    f"{'ok' if passed else 'FAILED'} (rank {s['rank']})"
+                )
             if not passed:
                 print(res.describe())
     left = sorted(set(leftovers()) - set(before))

@@ -2,11 +2,11 @@
 groups, point-to-point, DDP / FSDP2 / tensor parallelism against the same jobs on gloo, functional
 collectives compiled against eager, errors on every rank, a dead peer. Real processes; the heavy
 matrix (every dtype, two layouts) is marked for `make test-full`."""
+
 import os
 
 import pytest
 import torch
-
 from launcher import assert_job_ok, free_port, run_job
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backend_scenarios.py")
@@ -15,8 +15,16 @@ SMALL_STAGING = {"HYPER_PARALLEL_SHMEM_BACKEND_STAGING": "64k"}
 
 
 def job(fn, world, *, layout="shm", env=None, timeout=240, **kwargs):
-    res = assert_job_ok(HERE, fn, world, dist=False, layout=layout, timeout=timeout,
-                        env=dict(SMALL_STAGING, **(env or {})), kwargs=dict(port=free_port(), **kwargs))
+    res = assert_job_ok(
+        HERE,
+        fn,
+        world,
+        dist=False,
+        layout=layout,
+        timeout=timeout,
+        env=dict(SMALL_STAGING, **(env or {})),
+        kwargs=dict(port=free_port(), **kwargs),
+    )
     assert all("OK" in o for o in res.outputs[:1]), res.describe()
     return res
 
@@ -31,9 +39,14 @@ def test_backend_is_registered_by_importing_torch():
 @pytest.mark.parametrize("world", [3, 4])
 def test_every_op_against_references(world):
     # 0, 1, a prime, and a size whose collectives go through the 64 KiB staging in chunks.
-    job("scenario_every_op", world, sizes=[0, 1, 13, 20011],
-        dtypes=["float32", "bfloat16", "int32", "bool", "complex64"] if world == 4 else
-        ["float64", "float16", "int8", "uint8", "int64"])
+    job(
+        "scenario_every_op",
+        world,
+        sizes=[0, 1, 13, 20011],
+        dtypes=["float32", "bfloat16", "int32", "bool", "complex64"]
+        if world == 4
+        else ["float64", "float16", "int8", "uint8", "int64"],
+    )
 
 
 @pytest.mark.full
@@ -61,8 +74,15 @@ def test_point_to_point(layout):
 
 def _params_of(fn, backend, world, tmp_path, **kw):
     out = str(tmp_path / f"{fn}-{backend}-{kw.get('hook', '')}.pt")
-    assert_job_ok(HERE, fn, world, dist=False, timeout=300, env=SMALL_STAGING,
-                  kwargs=dict(port=free_port(), backend=backend, out=out, **kw))
+    assert_job_ok(
+        HERE,
+        fn,
+        world,
+        dist=False,
+        timeout=300,
+        env=SMALL_STAGING,
+        kwargs=dict(port=free_port(), backend=backend, out=out, **kw),
+    )
     return torch.load(out)
 
 

@@ -1,12 +1,12 @@
 """Collectives and fused ops against NumPy references, in real multi-process jobs, once per
 framework (the scenarios are written once over frameworks.py)."""
+
 import os
 import time
 
 import numpy as np
 import pytest
-
-from frameworks import current, equal, cat_bits, poison
+from frameworks import cat_bits, current, equal, poison
 from launcher import assert_job_ok
 
 HERE = os.path.abspath(__file__)
@@ -32,6 +32,7 @@ def _close(got, want: np.ndarray, name, what):
 # ----------------------------------------------------------------------------- scenarios
 def scenario_allgather(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     for name in DTYPES:
         for n in (0, 1, 13, 4099):
@@ -48,8 +49,8 @@ def scenario_allgather(rank, world):
             assert np.array_equal(results["push"], results["pull"])
             # in place: the input is this rank's own slot of the output
             F.fill(out, poison(name))
-            F.assign(out[rank * n:(rank + 1) * n], _data(name, (n,), 1000 * rank + n))
-            symm.shmem_allgather(out, out[rank * n:(rank + 1) * n], mode="push" if n % 2 else "pull")
+            F.assign(out[rank * n : (rank + 1) * n], _data(name, (n,), 1000 * rank + n))
+            symm.shmem_allgather(out, out[rank * n : (rank + 1) * n], mode="push" if n % 2 else "pull")
             assert equal(out, results["push"]), f"in-place allgather {name} n={n}"
             symm.free(out)
     symm.finalize()
@@ -59,6 +60,7 @@ def scenario_allgather_back_to_back(rank, world, calls=200):
     """Each call's output is checked by the rank before it enters the next call, which a
     faster peer must not have overwritten yet (no barriers, no re-zeroing)."""
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     n = 37
     out = symm.empty(world * n, dtype=F.dtype("int32"))
@@ -74,6 +76,7 @@ def scenario_allgather_back_to_back(rank, world, calls=200):
 
 def scenario_alltoall(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
 
     def count(src, dst):  # uneven, some empty, prime-ish
@@ -92,16 +95,17 @@ def scenario_alltoall(rank, world):
                 sends = [_data(name, (count(rank, p),), 31 * rank + 7 * p + it) for p in range(world)]
                 if mode == "pull":
                     for p in range(world):
-                        F.assign(sym_sends[p][:count(rank, p)], sends[p])
-                    sends = [sym_sends[p][:count(rank, p)] for p in range(world)]
+                        F.assign(sym_sends[p][: count(rank, p)], sends[p])
+                    sends = [sym_sends[p][: count(rank, p)] for p in range(world)]
                 lst = recv_counts if it % 2 else F.tensor(recv_counts, "int64")
                 symm.shmem_alltoall(sends, recv, lst, mode=mode)
                 want = cat_bits([_data(name, (count(q, rank),), 31 * q + 7 * rank + it) for q in range(world)])
                 got = F.bits(recv)
-                assert np.array_equal(got[:want.size], want), f"alltoall {name} {mode} iteration {it}"
-                assert equal(got[want.size:], F.bits(F.full(cap - want.size, poison(name), name))), \
+                assert np.array_equal(got[: want.size], want), f"alltoall {name} {mode} iteration {it}"
+                assert equal(got[want.size :], F.bits(F.full(cap - want.size, poison(name), name))), (
                     "wrote past the pieces"
-                results.append(got[:want.size])
+                )
+                results.append(got[: want.size])
         assert np.array_equal(results[2], results[5]), "push and pull differ"
         symm.barrier()
     symm.finalize()
@@ -109,6 +113,7 @@ def scenario_alltoall(rank, world):
 
 def scenario_alltoall_mismatch(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     recv = symm.empty(100, dtype=F.dtype("float32"))
     sends = [F.full(3 + (rank == 0 and p == 1), 1.0, "float32") for p in range(world)]  # rank 0 sends 4 to 1
@@ -121,12 +126,13 @@ def scenario_alltoall_mismatch(rank, world):
         assert rank not in (0, 1), "the mismatch went unnoticed"
     # The job goes on: a correct call works afterwards.
     symm.shmem_alltoall([F.full(2, float(rank), "float32")] * world, recv, [2] * world)
-    assert F.values(recv)[:2 * world].tolist() == [float(q) for q in range(world) for _ in range(2)]
+    assert F.values(recv)[: 2 * world].tolist() == [float(q) for q in range(world) for _ in range(2)]
     symm.finalize()
 
 
 def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     for name in DTYPES:
         for block_size in (None, 1, 4, 5, 13, 100):
@@ -144,8 +150,9 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
             outs = []
             for mode, overlap in (("push", False), ("pull", None), ("push", True)):
                 c = F.full((world * m, n), poison(name), name)
-                g, cc = symm.fused_all_gather_matmul(a, b, c, gather_out, signal, block_size, mode=mode,
-                                                     overlap=overlap)
+                g, cc = symm.fused_all_gather_matmul(
+                    a, b, c, gather_out, signal, block_size, mode=mode, overlap=overlap
+                )
                 assert g is gather_out and cc is c
                 assert equal(gather_out, full_bits), f"gather_out {name} bs={block_size} {mode}"
                 _close(c, want, name, f"c {name} bs={block_size} {mode}")
@@ -159,14 +166,16 @@ def scenario_fused_ag_mm(rank, world, m=13, k=24, n=10):
     F.fill(sig0, 0)
     symm.barrier()
     for mode in ("push", "pull", "push"):
-        g, cc = symm.fused_all_gather_matmul(F.full((0, k), 1.0, "float32"), F.full((k, n), 1.0, "float32"), None,
-                                             empty_g, sig0, mode=mode)
+        g, cc = symm.fused_all_gather_matmul(
+            F.full((0, k), 1.0, "float32"), F.full((k, n), 1.0, "float32"), None, empty_g, sig0, mode=mode
+        )
         assert F.shape(g) == (0, k) and F.shape(cc) == (0, n)
     symm.finalize()
 
 
 def scenario_fused_mm_rs(rank, world, mr=5, k=16, n=7):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     m = mr * world
     for name in DTYPES:
@@ -177,11 +186,13 @@ def scenario_fused_mm_rs(rank, world, mr=5, k=16, n=7):
         for op in ("sum", "avg"):
             x1 = _data(name, (m, k), 5 * rank + 1)
             x2 = _data(name, (k, n), 7 * rank + 2)
-            total = sum(F.values(_data(name, (m, k), 5 * r + 1)) @ F.values(_data(name, (k, n), 7 * r + 2))
-                        for r in range(world))
+            total = sum(
+                F.values(_data(name, (m, k), 5 * r + 1)) @ F.values(_data(name, (k, n), 7 * r + 2))
+                for r in range(world)
+            )
             if op == "avg":
                 total = total / world if name != "int32" else np.trunc(total / world)
-            want = total[rank * mr:(rank + 1) * mr]
+            want = total[rank * mr : (rank + 1) * mr]
             for overlap in (False, True):
                 got = {}
                 for mode in ("push", "pull"):
@@ -198,7 +209,9 @@ def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
     visible: every rank rebuilds each peer's partial exactly as the op computes it and sums them
     in rank order; the op's result must match bit for bit (a rank-dependent order would not)."""
     import torch
+
     import hyper_parallel.core.symmetric_memory as symm
+
     m = mr * world
 
     def inputs(r):
@@ -213,8 +226,10 @@ def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
     rows = slice(rank * mr, (rank + 1) * mr)
     for overlap in (False, True):
         # As the op computes them: one matmul sliced, or one matmul per target's rows.
-        parts = [torch.matmul(a, b)[rows] if not overlap else torch.matmul(a[rows], b)
-                 for a, b in (inputs(r) for r in range(world))]
+        parts = [
+            torch.matmul(a, b)[rows] if not overlap else torch.matmul(a[rows], b)
+            for a, b in (inputs(r) for r in range(world))
+        ]
         want = torch.add(parts[0], parts[1])
         for p in parts[2:]:
             want.add_(p)
@@ -225,13 +240,15 @@ def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
             assert not torch.equal(want, rotated), "the data must make the order of summation visible"
         for mode in ("push", "pull"):
             out = symm.fused_matmul_reduce_scatter(x1, x2, symm_t, signal, "sum", mode=mode, overlap=overlap)
-            assert torch.equal(out.view(torch.int32), want.view(torch.int32)), \
+            assert torch.equal(out.view(torch.int32), want.view(torch.int32)), (
                 f"{mode} overlap={overlap}: not the bits of the partials summed in rank order"
+            )
     symm.finalize()
 
 
 def scenario_fused_back_to_back(rank, world, calls=200):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     m, k, n = 6, 8, 5
     f32 = F.dtype("float32")
@@ -247,19 +264,22 @@ def scenario_fused_back_to_back(rank, world, calls=200):
     for i in range(calls):
         a = _data("float32", (m, k), 1000 * i + rank)
         full = np.concatenate([F.values(_data("float32", (m, k), 1000 * i + r)) for r in range(world)])
-        _, c = symm.fused_all_gather_matmul(a, b, None, gather_out, sig, 2, mode="push" if i % 2 else "pull",
-                                            overlap=i % 4 == 1)
+        _, c = symm.fused_all_gather_matmul(
+            a, b, None, gather_out, sig, 2, mode="push" if i % 2 else "pull", overlap=i % 4 == 1
+        )
         _close(c, full @ bv, "float32", f"ag+mm call {i}")
         x1 = _data("float32", (m * world, k), 7 * i + rank)
-        out = symm.fused_matmul_reduce_scatter(x1, b, symm_t, sig2, "sum", mode="pull" if i % 3 else "push",
-                                               overlap=i % 5 == 0)
+        out = symm.fused_matmul_reduce_scatter(
+            x1, b, symm_t, sig2, "sum", mode="pull" if i % 3 else "push", overlap=i % 5 == 0
+        )
         want = sum(F.values(_data("float32", (m * world, k), 7 * i + r)) for r in range(world)) @ bv
-        _close(out, want[rank * m:(rank + 1) * m], "float32", f"mm+rs call {i}")
+        _close(out, want[rank * m : (rank + 1) * m], "float32", f"mm+rs call {i}")
     symm.finalize()
 
 
 def scenario_bad_arguments(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     V, T = ValueError, TypeError
     f32 = F.dtype("float32")
@@ -287,20 +307,45 @@ def scenario_bad_arguments(rank, world):
         (V, "gather_out must have shape", symm.fused_all_gather_matmul, ones(5, 3), b, None, gather_out, sig, 2),
         (V, "signal must have at least", symm.fused_all_gather_matmul, a, b, None, gather_out, sig, 1),
         (V, "block_size must be >= 1", symm.fused_all_gather_matmul, a, b, None, gather_out, sig, 0),
-        (T, "must have a's dtype", symm.fused_all_gather_matmul, a, ones(3, 5, name="float64"), None, gather_out,
-         sig, 2),
+        (
+            T,
+            "must have a's dtype",
+            symm.fused_all_gather_matmul,
+            a,
+            ones(3, 5, name="float64"),
+            None,
+            gather_out,
+            sig,
+            2,
+        ),
         (V, "c must have shape", symm.fused_all_gather_matmul, a, b, ones(3, 3), gather_out, sig, 2),
-        (V, "not divisible by world_size", symm.fused_matmul_reduce_scatter, ones(world * 2 + 1, 3), b,
-         symm_t, sig, "sum"),
+        (
+            V,
+            "not divisible by world_size",
+            symm.fused_matmul_reduce_scatter,
+            ones(world * 2 + 1, 3),
+            b,
+            symm_t,
+            sig,
+            "sum",
+        ),
         (V, "reduce_op must be", symm.fused_matmul_reduce_scatter, ones(world * 2, 3), b, symm_t, sig, "max"),
         (V, "at least m*n", symm.fused_matmul_reduce_scatter, ones(world * 4, 3), b, symm_t, sig, "sum"),
     ]
     from test_primitives import _expect
+
     for exc, frag, fn, *args in cases:
         _expect(exc, frag, fn, *args)
     _expect(V, "mode must be", symm.shmem_allgather, out, ones(4), mode="sideways")
-    _expect(V, "send_tensor_list[0] is not a symmetric tensor", symm.shmem_alltoall, [ones(1)] * world, out,
-            [1] * world, mode="pull")
+    _expect(
+        V,
+        "send_tensor_list[0] is not a symmetric tensor",
+        symm.shmem_alltoall,
+        [ones(1)] * world,
+        out,
+        [1] * world,
+        mode="pull",
+    )
     # a signal that was never zeroed is caught instead of silently passing a wait
     F.fill(sig, 1 << 20)
     symm.barrier()

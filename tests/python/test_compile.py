@@ -5,10 +5,10 @@ inputs; every output of every iteration must be bit-identical. Ordering is what 
 hold: a wait moved before its put, or a read of the receive buffer moved before the wait, or a
 barrier dropped, gives other values (or hangs, which the job's timeout turns into a failure).
 """
+
 import os
 
 import pytest
-
 from launcher import assert_job_ok
 
 HERE = os.path.abspath(__file__)
@@ -29,7 +29,7 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
 
     import hyper_parallel.core.symmetric_memory as symm
 
-    to, frm = (rank + 1) % world, (rank - 1) % world
+    to = (rank + 1) % world
     recv = symm.empty(n, dtype=torch.float32)
     sig = symm.empty(2, dtype=torch.int64)
     gathered = symm.empty(world * n, dtype=torch.float32)
@@ -54,7 +54,7 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
         local = torch.full((n + 2,), -1.0)
         symm.shmem_get(local, 1, recv, 0, n, to)  # `to` holds what this rank put there
         symm.shmem_allgather(gathered, y)
-        sends = [y[:(rank + p) % 3 + 1] * (p + 1) for p in range(world)]
+        sends = [y[: (rank + p) % 3 + 1] * (p + 1) for p in range(world)]
         symm.shmem_alltoall(sends, a2a, counts)
         symm.shmem_signal_op(sig, 1, 1, "add", to)
         symm.shmem_wait_for_signal(None, sig, 1, epoch, "ge")
@@ -62,7 +62,7 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
         symm.shmem_allreduce(red, "sum")
         symm.shmem_reduce_scatter(scattered, gathered, "max")
         symm.shmem_broadcast(red, world - 1)
-        g, c = symm.fused_all_gather_matmul(y[:m * k].reshape(m, k), b, None, gather_out, fsig, 3)
+        g, c = symm.fused_all_gather_matmul(y[: m * k].reshape(m, k), b, None, gather_out, fsig, 3)
         rs = symm.fused_matmul_reduce_scatter(g, b, slots, rs_sig, "sum")
         symm.barrier()  # no rank's next put lands in `recv` before its owner has read it
         # Results are computed from the buffers, not cloned: inductor (2.13) drops a clone of a buffer
@@ -149,6 +149,7 @@ def scenario_compiled_groups(rank, world, iters=20, n=29):
     import torch.distributed as dist
 
     import hyper_parallel.core.symmetric_memory as symm
+
     pg = dist.new_group([0, 2])  # collective over the job: every rank makes it
     ranks = [2, 0]  # group rank 0 is rank 2 here
     buf = symm.empty(n, dtype=torch.float32)

@@ -1,20 +1,32 @@
 """The examples and the launchers users start jobs with: torchrun, torch.multiprocessing.spawn
 and MindSpore's msrun."""
+
 import os
 import subprocess
 import sys
 
 from launcher import free_port
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _torchrun(nproc, script, timeout=180):
     env = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-                           os.path.join(ROOT, "examples", script)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc),
+            os.path.join(ROOT, "examples", script),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_rfc_example_put_signal_under_torchrun():
@@ -68,12 +80,14 @@ def test_torch_multiprocessing_spawn(tmp_path):
 
 
 def test_platform_choice_is_forced_by_environment():
-    code = ("import hyper_parallel.platform as p; p.get_platform()")
+    code = "import hyper_parallel.platform as p; p.get_platform()"
     env = dict(os.environ, HYPER_PARALLEL_PLATFORM="tensorflow")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "HYPER_PARALLEL_PLATFORM='tensorflow' is not one of" in r.stderr, r.stderr
-    code = ("import sys, hyper_parallel.core.symmetric_memory as s\n"
-            "print(s.debug_state()['platform'], 'torch' in sys.modules, 'mindspore' in sys.modules)")
+    code = (
+        "import sys, hyper_parallel.core.symmetric_memory as s\n"
+        "print(s.debug_state()['platform'], 'torch' in sys.modules, 'mindspore' in sys.modules)"
+    )
     for forced, want in (("torch", "torch True False"), ("mindspore", "mindspore False True")):
         env["HYPER_PARALLEL_PLATFORM"] = forced
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -85,11 +99,19 @@ def test_platform_choice_is_forced_by_environment():
 
 
 def test_empty_without_a_process_group_says_what_to_do():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "RANK_ID", "RANK_SIZE", "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT")}
-    for fw, dtype, hint in (("torch", "torch.float32", "init_process_group"), ("mindspore", "mindspore.float32", "msrun")):
-        code = (f"import {fw}, hyper_parallel.core.symmetric_memory as s\n"
-                f"try:\n    s.empty(4, dtype={dtype})\nexcept RuntimeError as e:\n    print('ERR', e)\n")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "RANK_ID", "RANK_SIZE", "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT")
+    }
+    for fw, dtype, hint in (
+        ("torch", "torch.float32", "init_process_group"),
+        ("mindspore", "mindspore.float32", "msrun"),
+    ):
+        code = (
+            f"import {fw}, hyper_parallel.core.symmetric_memory as s\n"
+            f"try:\n    s.empty(4, dtype={dtype})\nexcept RuntimeError as e:\n    print('ERR', e)\n"
+        )
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert "ERR" in r.stdout and hint in r.stdout, r.stdout + r.stderr
     # msrun's scheduler process runs the script too; without communication.init() it is told so.
@@ -103,10 +125,29 @@ def _msrun(nproc, script, tmp_path, env=None, timeout=240):
     """msrun starts its scheduler and `nproc` workers; their logs are tailed to stdout."""
     e = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1", GLOG_v="3")
     e.update(env or {})
-    return subprocess.run(["msrun", "--worker_num", str(nproc), "--local_worker_num", str(nproc), "--master_port",
-                           str(free_port()), "--log_dir", str(tmp_path / "msrun_logs"), "--join", "True",
-                           "--cluster_time_out", "60", script], cwd=ROOT, env=e, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [
+            "msrun",
+            "--worker_num",
+            str(nproc),
+            "--local_worker_num",
+            str(nproc),
+            "--master_port",
+            str(free_port()),
+            "--log_dir",
+            str(tmp_path / "msrun_logs"),
+            "--join",
+            "True",
+            "--cluster_time_out",
+            "60",
+            script,
+        ],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _worker_logs(tmp_path):

@@ -17,11 +17,11 @@ checked in full after each get.
 CI runs a bounded, seeded number of examples; ``make fuzz`` runs many more
 (HP_FUZZ_EXAMPLES, HP_FUZZ_SEED).
 """
+
 import os
 
 import numpy as np
 import pytest
-
 from frameworks import current, poison
 from launcher import assert_job_ok
 
@@ -29,7 +29,7 @@ HERE = os.path.abspath(__file__)
 
 DTYPES = ["int8", "int32", "float64", "bfloat16"]
 S, G, K = 37, 11, 5  # window elements, guard elements either side, signal words per rank
-HUGE = [2 ** 31, 2 ** 40, 2 ** 63 - 1, 2 ** 64]
+HUGE = [2**31, 2**40, 2**63 - 1, 2**64]
 
 
 class Bad:
@@ -48,30 +48,49 @@ def _strategies(world):
     def integer(valid_hi):
         # Mostly in range; sometimes just past it, negative, huge; sometimes not an int at all.
         return st.one_of(
-            st.integers(0, valid_hi), st.integers(0, valid_hi), st.integers(0, valid_hi),
-            st.integers(valid_hi + 1, valid_hi + 3), st.integers(-3, -1), st.sampled_from(HUGE),
+            st.integers(0, valid_hi),
+            st.integers(0, valid_hi),
+            st.integers(0, valid_hi),
+            st.integers(valid_hi + 1, valid_hi + 3),
+            st.integers(-3, -1),
+            st.sampled_from(HUGE),
             st.tuples(st.just("tensor"), st.integers(0, valid_hi)),
-            st.sampled_from([Bad(True), Bad(1.0), Bad("2"), Bad(None), Bad("tensor2"), Bad("ftensor")]))
+            st.sampled_from([Bad(True), Bad(1.0), Bad("2"), Bad(None), Bad("tensor2"), Bad("ftensor")]),
+        )
 
-    rank = st.one_of(st.integers(0, world - 1), st.integers(0, world - 1), st.sampled_from([-1, world]),
-                     st.tuples(st.just("tensor"), st.integers(0, world - 1)),
-                     st.sampled_from([Bad(False), Bad(0.0), Bad("0")]))
-    value = st.one_of(st.integers(-(2 ** 31), 2 ** 31 - 1), st.integers(-5, 5),
-                      st.integers(-(2 ** 64), 2 ** 64), st.sampled_from([Bad(1.5), Bad(True)]))
+    rank = st.one_of(
+        st.integers(0, world - 1),
+        st.integers(0, world - 1),
+        st.sampled_from([-1, world]),
+        st.tuples(st.just("tensor"), st.integers(0, world - 1)),
+        st.sampled_from([Bad(False), Bad(0.0), Bad("0")]),
+    )
+    value = st.one_of(
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(-5, 5),
+        st.integers(-(2**64), 2**64),
+        st.sampled_from([Bad(1.5), Bad(True)]),
+    )
     sig_op = st.sampled_from([0, 1, "set", "add", "SET", "Add", 2, -1, "mul", Bad(True), Bad(0.0)])
-    cmp_op = st.sampled_from([0, 1, 2, 3, 4, 5, "eq", "ne", "ge", "le", "gt", "lt", "GE", 6, -1, "approx",
-                              Bad(True)])
+    cmp_op = st.sampled_from([0, 1, 2, 3, 4, 5, "eq", "ne", "ge", "le", "gt", "lt", "GE", 6, -1, "approx", Bad(True)])
     wild = {
         "kind": st.sampled_from(["put", "put", "get", "get", "put_signal", "signal", "wait"]),
         "dtype": st.sampled_from(DTYPES),
         "m": st.integers(0, S + 4),  # elements of the local tensor
         "local": st.sampled_from(["ok", "ok", "ok", "ok", "wrong_dtype", "noncontig", "list", "symmetric"]),
         "window": st.sampled_from(["ok", "ok", "ok", "ok", "ok", "local"]),
-        "toff": integer(S), "soff": integer(S), "size": integer(S), "rank": rank,
-        "width": st.sampled_from([4, 8]), "signal": st.sampled_from(["ok", "ok", "ok", "float", "local"]),
-        "sig_off": integer(K - 1), "value": value, "op": sig_op, "cmp": cmp_op,
+        "toff": integer(S),
+        "soff": integer(S),
+        "size": integer(S),
+        "rank": rank,
+        "width": st.sampled_from([4, 8]),
+        "signal": st.sampled_from(["ok", "ok", "ok", "float", "local"]),
+        "sig_off": integer(K - 1),
+        "value": value,
+        "op": sig_op,
+        "cmp": cmp_op,
         "cmp_value": st.one_of(st.just("current"), st.just("current"), value),
-        "seed": st.integers(0, 2 ** 31),
+        "seed": st.integers(0, 2**31),
     }
 
     @st.composite
@@ -92,14 +111,25 @@ def _strategies(world):
             where = draw(edge)
             return 0 if where == "low" else hi if where == "high" else draw(st.integers(0, hi))
 
-        op = {"kind": kind, "dtype": draw(wild["dtype"]), "m": m, "local": draw(st.sampled_from(["ok", "symmetric"])),
-              "window": "ok", "size": n, "toff": offset(local_len - n), "soff": offset(remote_len - n),
-              "rank": draw(st.integers(0, world - 1)),
-              "width": width, "signal": "ok", "sig_off": draw(st.integers(0, K - 1)),
-              "value": draw(st.integers(-(1 << (8 * width - 1)), (1 << (8 * width - 1)) - 1)),
-              "op": draw(st.sampled_from([0, 1, "set", "add"])),
-              "cmp": draw(st.sampled_from([0, 4, 5, "eq", "ge", "le"])), "cmp_value": "current",
-              "seed": draw(wild["seed"])}
+        op = {
+            "kind": kind,
+            "dtype": draw(wild["dtype"]),
+            "m": m,
+            "local": draw(st.sampled_from(["ok", "symmetric"])),
+            "window": "ok",
+            "size": n,
+            "toff": offset(local_len - n),
+            "soff": offset(remote_len - n),
+            "rank": draw(st.integers(0, world - 1)),
+            "width": width,
+            "signal": "ok",
+            "sig_off": draw(st.integers(0, K - 1)),
+            "value": draw(st.integers(-(1 << (8 * width - 1)), (1 << (8 * width - 1)) - 1)),
+            "op": draw(st.sampled_from([0, 1, "set", "add"])),
+            "cmp": draw(st.sampled_from([0, 4, 5, "eq", "ge", "le"])),
+            "cmp_value": "current",
+            "seed": draw(wild["seed"]),
+        }
         if mode == "one":
             field = draw(st.sampled_from(sorted(set(wild) - {"kind", "dtype", "seed"})))
             op[field] = draw(wild[field])
@@ -119,6 +149,7 @@ def _strategies(world):
 class Fuzzer:
     def __init__(self, rank, world):
         import hyper_parallel.core.symmetric_memory as symm
+
         self.symm, self.F, self.rank, self.world = symm, current(), rank, world
         F = self.F
         span = S + 2 * G
@@ -127,7 +158,7 @@ class Fuzzer:
             buf = symm.empty(world * span, dtype=F.dtype(name))
             F.fill(buf, poison(name))
             self.bufs[name] = buf
-            self.windows[name] = buf[rank * span + G: rank * span + G + S]
+            self.windows[name] = buf[rank * span + G : rank * span + G + S]
             pbits = F.bits(F.full(S, poison(name), name))
             self.model[name] = [pbits.copy() for _ in range(world)]
         self.scratch = {name: symm.empty(S + 4, dtype=F.dtype(name)) for name in DTYPES}
@@ -136,7 +167,7 @@ class Fuzzer:
             sb = symm.empty(world * K, dtype=F.dtype(name))
             F.fill(sb, 0)
             self.sigbufs[width] = sb
-            self.sigs[width] = sb[rank * K:(rank + 1) * K]
+            self.sigs[width] = sb[rank * K : (rank + 1) * K]
             self.sig_model[width] = [np.zeros(K, dtype=np.int64) for _ in range(world)]
         symm.barrier()
         self.calls = {"valid": 0, "invalid": 0}
@@ -230,22 +261,29 @@ class Fuzzer:
         m = op["m"]
         src, src_ok = self.local_tensor(op["local"], name, m, op["seed"])
         target = self.windows[name] if op["window"] == "ok" else F.full(S, poison(name), name)
-        (toff_o, toff), (soff_o, soff), (n_o, n), (r_o, r) = (self.arg(op[k]) for k in ("toff", "soff", "size",
-                                                                                          "rank"))
-        ok = (src_ok and op["window"] == "ok" and None not in (toff, soff, n, r) and min(toff, soff, n) >= 0
-              and toff + n <= S and soff + n <= m and 0 <= r < self.world)
+        (toff_o, toff), (soff_o, soff), (n_o, n), (r_o, r) = (self.arg(op[k]) for k in ("toff", "soff", "size", "rank"))
+        ok = (
+            src_ok
+            and op["window"] == "ok"
+            and None not in (toff, soff, n, r)
+            and min(toff, soff, n) >= 0
+            and toff + n <= S
+            and soff + n <= m
+            and 0 <= r < self.world
+        )
         if not with_signal:
             self.expect(ok, self.symm.shmem_put, target, toff_o, src, soff_o, n_o, r_o)
         else:
             sig, off_o, off, width, sig_ok = self.signal_args(op)
             (val_o, val), (sop_o, sop) = self.arg(op["value"]), self.sig_op(op["op"])
             ok = ok and sig_ok and self.fits(val, width) and sop is not None
-            self.expect(ok, self.symm.shmem_put_with_signal, target, toff_o, src, soff_o, n_o, sig, off_o, val_o,
-                        sop_o, r_o)
+            self.expect(
+                ok, self.symm.shmem_put_with_signal, target, toff_o, src, soff_o, n_o, sig, off_o, val_o, sop_o, r_o
+            )
             if ok:
                 self.apply_signal(width, r, off, val, sop)
         if ok:
-            self.model[name][r][toff:toff + n] = F.bits(src)[soff:soff + n]
+            self.model[name][r][toff : toff + n] = F.bits(src)[soff : soff + n]
 
     def get(self, op):
         F, name = self.F, op["dtype"]
@@ -255,19 +293,26 @@ class Fuzzer:
             F.fill(dst, poison(name))
         before = F.bits(dst) if dst_ok or op["local"] != "list" else None
         src = self.windows[name] if op["window"] == "ok" else F.full(S, poison(name), name)
-        (toff_o, toff), (soff_o, soff), (n_o, n), (r_o, r) = (self.arg(op[k]) for k in ("toff", "soff", "size",
-                                                                                          "rank"))
-        ok = (dst_ok and op["window"] == "ok" and None not in (toff, soff, n, r) and min(toff, soff, n) >= 0
-              and toff + n <= m and soff + n <= S and 0 <= r < self.world)
+        (toff_o, toff), (soff_o, soff), (n_o, n), (r_o, r) = (self.arg(op[k]) for k in ("toff", "soff", "size", "rank"))
+        ok = (
+            dst_ok
+            and op["window"] == "ok"
+            and None not in (toff, soff, n, r)
+            and min(toff, soff, n) >= 0
+            and toff + n <= m
+            and soff + n <= S
+            and 0 <= r < self.world
+        )
         self.expect(ok, self.symm.shmem_get, dst, toff_o, src, soff_o, n_o, r_o)
         if before is None:
             return
         want = before.copy()
         if ok:
-            want[toff:toff + n] = self.model[name][r][soff:soff + n]
+            want[toff : toff + n] = self.model[name][r][soff : soff + n]
         got = F.bits(dst)
-        assert np.array_equal(got, want), (f"get {name} toff={toff} soff={soff} n={n} rank={r} ok={ok}: "
-                                           f"got {got}, want {want}")
+        assert np.array_equal(got, want), (
+            f"get {name} toff={toff} soff={soff} n={n} rank={r} ok={ok}: got {got}, want {want}"
+        )
 
     def apply_signal(self, width, r, off, val, sop):
         cur = int(self.sig_model[width][r][off])
@@ -314,7 +359,7 @@ class Fuzzer:
             mine = F.bits(self.bufs[name])
             guard = F.bits(F.full(G, poison(name), name))
             for q in range(self.world):
-                lo, hi = mine[q * span:q * span + G], mine[q * span + G + S:(q + 1) * span]
+                lo, hi = mine[q * span : q * span + G], mine[q * span + G + S : (q + 1) * span]
                 assert np.array_equal(lo, guard) and np.array_equal(hi, guard), f"{name}: guard of window {q} hit"
         for width in (4, 8):
             for p in range(self.world):
@@ -332,8 +377,13 @@ def scenario_fuzz(rank, world, examples=60, seed=0):
     fz = Fuzzer(rank, world)
 
     @hseed(seed * 1000 + rank)
-    @settings(max_examples=examples, deadline=None, database=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.lists(_strategies(world), min_size=1, max_size=6))
     def calls(ops):
         for i, op in enumerate(ops):
@@ -353,7 +403,14 @@ def scenario_fuzz(rank, world, examples=60, seed=0):
 def test_fuzzed_calls_match_the_model_and_bad_ones_write_nothing(world, layout, fw):
     examples = int(os.environ.get("HP_FUZZ_EXAMPLES", "150"))
     seed = int(os.environ.get("HP_FUZZ_SEED", "1"))
-    res = assert_job_ok(HERE, "scenario_fuzz", world, framework=fw, layout=layout, timeout=120 + examples,
-                        kwargs={"examples": examples, "seed": seed},
-                        env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": str(60 + examples)})
+    res = assert_job_ok(
+        HERE,
+        "scenario_fuzz",
+        world,
+        framework=fw,
+        layout=layout,
+        timeout=120 + examples,
+        kwargs={"examples": examples, "seed": seed},
+        env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": str(60 + examples)},
+    )
     assert "invalid calls checked" in res.describe()

@@ -3,13 +3,13 @@ at the same time and back to back, against NumPy references (and torch's own gro
 rendezvous; bad groups raising before anything is written; a killed member failing its own
 group only. Real processes, once per framework.
 """
+
 import os
 import signal as _signal
 import time
 
 import numpy as np
 import pytest
-
 from frameworks import current, poison, seed_of
 from launcher import assert_job_ok, run_job
 
@@ -29,12 +29,14 @@ def _groups(rank, use_torch_groups):
     if not use_torch_groups:
         return list(mine), mine
     import torch.distributed as dist
+
     ga, gb = dist.new_group(A), dist.new_group(B)
     return (ga if rank in A else gb), sorted(mine)
 
 
 def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=24):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     group, members = _groups(rank, use_torch_groups)
     me = members.index(rank)
@@ -76,7 +78,7 @@ def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=
             F.assign(rs_in, rs[me])
             out = F.full(n, poison("int32"), "int32")
             symm.shmem_reduce_scatter(out, rs_in, "max", group=group)
-            want = np.maximum(F.values(rs[0]), F.values(rs[1]))[me * n:(me + 1) * n]
+            want = np.maximum(F.values(rs[0]), F.values(rs[1]))[me * n : (me + 1) * n]
             assert np.array_equal(F.values(out), want), f"group reduce_scatter call {call}"
         else:
             # alltoall with uneven pieces: group rank q receives n + 3q elements from everyone
@@ -89,9 +91,10 @@ def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=
                 for q in range(gw):
                     F.assign(send_sym[q], sends[q])
                 symm.shmem_alltoall(send_sym, recv, counts, mode="pull", group=group)
-            want = np.concatenate([F.values(_data("int64", n + 3 * me, seed_of("g-a2a", call, p, me)))
-                                   for p in members])
-            assert np.array_equal(F.values(recv)[:want.size], want), f"group alltoall call {call}"
+            want = np.concatenate(
+                [F.values(_data("int64", n + 3 * me, seed_of("g-a2a", call, p, me))) for p in members]
+            )
+            assert np.array_equal(F.values(recv)[: want.size], want), f"group alltoall call {call}"
             # broadcast from group rank call % 2
             root = call % 2
             F.assign(buf, _data("float32", n, seed_of("g-bc", call, rank)))
@@ -101,20 +104,33 @@ def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=
             # the fused ops over the group
             bmat = _data("float32", (k, cols), seed_of("g-b", call))
             a = _data("float32", (m, k), seed_of("g-a", call, rank))
-            _, c = symm.fused_all_gather_matmul(a, bmat, None, gather_out, sig, 3, mode="pull" if call % 2 else "push",
-                                                overlap=call % 4 == 1, group=group)
+            _, c = symm.fused_all_gather_matmul(
+                a,
+                bmat,
+                None,
+                gather_out,
+                sig,
+                3,
+                mode="pull" if call % 2 else "push",
+                overlap=call % 4 == 1,
+                group=group,
+            )
             full = np.concatenate([F.values(_data("float32", (m, k), seed_of("g-a", call, p))) for p in members])
             got = F.values(c)
-            assert np.abs(got - full @ F.values(bmat)).max() <= 1e-3 * (np.abs(full @ F.values(bmat)).max() + 1), \
+            assert np.abs(got - full @ F.values(bmat)).max() <= 1e-3 * (np.abs(full @ F.values(bmat)).max() + 1), (
                 f"group fused_all_gather_matmul call {call}"
+            )
             x1 = _data("float32", (gw * m, k), seed_of("g-x1", call, rank))
-            out = symm.fused_matmul_reduce_scatter(x1, bmat, symm_t, sig2, "sum", mode="pull" if call % 3 else "push",
-                                                   group=group)
-            want = sum(F.values(_data("float32", (gw * m, k), seed_of("g-x1", call, p))) for p in members) \
-                @ F.values(bmat)
-            want = want[me * m:(me + 1) * m]
-            assert np.abs(F.values(out) - want).max() <= 1e-3 * (np.abs(want).max() + 1), \
+            out = symm.fused_matmul_reduce_scatter(
+                x1, bmat, symm_t, sig2, "sum", mode="pull" if call % 3 else "push", group=group
+            )
+            want = sum(F.values(_data("float32", (gw * m, k), seed_of("g-x1", call, p))) for p in members) @ F.values(
+                bmat
+            )
+            want = want[me * m : (me + 1) * m]
+            assert np.abs(F.values(out) - want).max() <= 1e-3 * (np.abs(want).max() + 1), (
                 f"group fused_matmul_reduce_scatter call {call}"
+            )
         if call % 8 == 7:  # the whole job in between, on its own epochs
             F.fill(world_word, rank + 1)
             symm.shmem_allreduce(world_word, "sum")
@@ -137,6 +153,7 @@ def scenario_two_groups_concurrently(rank, world, use_torch_groups=False, calls=
 
 def scenario_group_errors(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     buf = symm.empty(8, dtype=F.dtype("int64"))
     out = symm.empty(16, dtype=F.dtype("int64"))
@@ -152,11 +169,13 @@ def scenario_group_errors(rank, world):
         (3.5, symm.ShmemTypeError, "group"),
     ]
     for group, exc, words in bad:
-        for call in (lambda: symm.shmem_allreduce(buf, group=group),
-                     lambda: symm.shmem_allgather(out, buf, group=group),
-                     lambda: symm.shmem_broadcast(buf, 0, group=group),
-                     lambda: symm.barrier(group=group),
-                     lambda: symm.rendezvous(buf, group=group)):
+        for call in (
+            lambda: symm.shmem_allreduce(buf, group=group),
+            lambda: symm.shmem_allgather(out, buf, group=group),
+            lambda: symm.shmem_broadcast(buf, 0, group=group),
+            lambda: symm.barrier(group=group),
+            lambda: symm.rendezvous(buf, group=group),
+        ):
             with pytest.raises(exc) as ei:
                 call()
             assert words in str(ei.value), str(ei.value)
@@ -171,6 +190,7 @@ def scenario_group_errors(rank, world):
         assert np.all(F.values(buf) == rank + 10)
     else:
         import torch.distributed as dist
+
         sub = dist.new_group([0, 1])  # collective over the job; rank 2 gets a non-member marker
         if rank == 2:
             with pytest.raises(symm.ShmemValueError, match="not a member"):
@@ -211,6 +231,7 @@ def scenario_killed_member(rank, world):
     """Rank 1 of group [0, 1] dies: rank 0's group calls fail with PeerDeadError naming it within
     5 s; group [2, 3] goes on calling its own collectives well past the death."""
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     group = [0, 1] if rank < 2 else [2, 3]
     buf = symm.empty(64, dtype=F.dtype("int64"))
@@ -247,8 +268,14 @@ def scenario_killed_member(rank, world):
 def test_two_groups_run_different_collectives_concurrently(fw, use_torch_groups):
     if use_torch_groups and fw != "torch":
         pytest.skip("torch ProcessGroups")
-    assert_job_ok(HERE, "scenario_two_groups_concurrently", 4, framework=fw,
-                  kwargs={"use_torch_groups": use_torch_groups}, timeout=300)
+    assert_job_ok(
+        HERE,
+        "scenario_two_groups_concurrently",
+        4,
+        framework=fw,
+        kwargs={"use_torch_groups": use_torch_groups},
+        timeout=300,
+    )
 
 
 def test_bad_groups_raise_and_write_nothing(fw):

@@ -2,6 +2,7 @@
 loopback between them, shared memory within each) and with UCX forced between every pair of one
 host; plus what only exists across hosts: rendezvous views of unreachable peers, a stopped remote
 rank. Every scenario checks values (poisoned outputs, random data, odd sizes) as in its own file."""
+
 import os
 import signal as _signal
 import subprocess
@@ -10,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from frameworks import FRAMEWORKS, current
 from launcher import assert_job_ok, free_port, run_job
 
@@ -48,14 +48,21 @@ def test_scenario_across_hosts(module, scenario, world, env, layout, framework):
 @pytest.mark.parametrize("layout,framework", MATRIX)
 def test_killed_remote_rank_is_reported(layout, framework):
     # The last rank is on the other host from rank 0; same checks as on one host.
-    res = run_job(PRIM, "scenario_killed_rank", 3, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "60"},
-                  framework=framework, layout=layout)
+    res = run_job(
+        PRIM,
+        "scenario_killed_rank",
+        3,
+        env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "60"},
+        framework=framework,
+        layout=layout,
+    )
     assert not res.timed_out, res.describe()
     assert res.codes[:2] == [0, 0] and res.codes[2] == -_signal.SIGKILL, res.describe()
 
 
 def scenario_rendezvous_across_hosts(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     f32 = F.dtype("float32")
     t = symm.empty(16, dtype=f32)
@@ -90,6 +97,7 @@ def scenario_stopped_remote_rank(rank, world):
     # Rank 1 (the other host) stops itself; rank 0's wait hits the timeout with the documented
     # message, then resumes it. The job is broken after that: both leave without finalize.
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     sig = symm.empty(2, dtype=F.dtype("int64"))
     F.fill(sig, 0)
@@ -114,8 +122,14 @@ def scenario_stopped_remote_rank(rank, world):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_stopped_remote_rank_hits_the_timeout(framework):
-    assert_job_ok(HERE, "scenario_stopped_remote_rank", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "2"},
-                  framework=framework, layout="hosts")
+    assert_job_ok(
+        HERE,
+        "scenario_stopped_remote_rank",
+        2,
+        env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "2"},
+        framework=framework,
+        layout="hosts",
+    )
 
 
 def _torchrun_nodes(script, nodes=2, nproc_per_node=2, timeout=240):
@@ -125,13 +139,39 @@ def _torchrun_nodes(script, nodes=2, nproc_per_node=2, timeout=240):
     port = str(free_port())
     procs = []
     for node in range(nodes):
-        env = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1", UCX_TLS="tcp,self",
-                   UCX_NET_DEVICES="lo", HYPER_PARALLEL_SHMEM_HOST_ID=f"node{node}")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--node-rank",
-             str(node), "--nproc-per-node", str(nproc_per_node), "--master-addr", "127.0.0.1", "--master-port", port,
-             os.path.join(root, "examples", script)], cwd=root, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
+        env = dict(
+            os.environ,
+            SYMMETRIC_MEMORY_HEAP_SIZE="64m",
+            OMP_NUM_THREADS="1",
+            UCX_TLS="tcp,self",
+            UCX_NET_DEVICES="lo",
+            HYPER_PARALLEL_SHMEM_HOST_ID=f"node{node}",
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    str(nodes),
+                    "--node-rank",
+                    str(node),
+                    "--nproc-per-node",
+                    str(nproc_per_node),
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    port,
+                    os.path.join(root, "examples", script),
+                ],
+                cwd=root,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outs = []
     for p in procs:
         try:

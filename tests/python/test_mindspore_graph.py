@@ -1,9 +1,9 @@
 """MindSpore graph mode (ms.jit): the primitives as custom operators inside compiled graphs,
 in real multi-process jobs. MindSpore only: torch has no graph mode to serve."""
+
 import os
 
 import numpy as np
-
 from frameworks import current, equal, poison, seed_of
 from launcher import assert_job_ok
 
@@ -18,6 +18,7 @@ def scenario_graph_ring(rank, world, n=1009, rounds=5):
 
     import hyper_parallel.core.symmetric_memory as symm
     from hyper_parallel.platform.mindspore.symmetric_memory import graph as sg
+
     F = current()
     os.chdir(tempfile.mkdtemp())  # the graph compiler may leave files in the working directory
     to, frm = (rank + 1) % world, (rank - 1) % world
@@ -35,7 +36,7 @@ def scenario_graph_ring(rank, world, n=1009, rounds=5):
         sg.shmem_put_with_signal(data_buf, 3, y, 0, n, signal, 1, it, "set", to)  # token unused: still runs
         sg.shmem_signal_op(count, 0, 1, "add", 0)
         seen = sg.shmem_wait_for_signal(y, signal, 1, it, "ge")
-        return ops.depend(data_buf, seen)[3:3 + n].sum(), seen
+        return ops.depend(data_buf, seen)[3 : 3 + n].sum(), seen
 
     for it in range(1, rounds + 1):
         x = F.random("float32", n, seed_of(rank, it), small=True)
@@ -75,6 +76,7 @@ def scenario_graph_errors(rank, world):
 
     import hyper_parallel.core.symmetric_memory as symm
     from hyper_parallel.platform.mindspore.symmetric_memory import graph as sg
+
     F = current()
     os.chdir(tempfile.mkdtemp())
     buf = symm.empty(8, dtype=ms.float32)
@@ -103,13 +105,17 @@ def scenario_graph_errors(rank, world):
 
     x = F.full(8, 3.0, "float32")
     # The kernels' messages are the Python API's (one home: ops/checks): the same call eagerly.
-    eager = {past_end: lambda: symm.shmem_put(buf, 5, x, 0, 8, to),
-             bad_rank: lambda: symm.shmem_put(buf, 0, x, 0, 8, world),
-             bad_compare: lambda: symm.shmem_wait_for_signal(x, sig, 0, 1, 9)}
-    for fn, args, reason in ((past_end, (buf, x), "shmem_put: target_offset + size = 5 + 8 = 13 exceeds target's 8"),
-                             (bad_rank, (buf, x), f"target_rank {world} is out of range"),
-                             (float_signal, (buf, sigf, x), "signal must be an int32 or int64 tensor, got float32"),
-                             (bad_compare, (sig, x), "compare_op 9 is not one of")):
+    eager = {
+        past_end: lambda: symm.shmem_put(buf, 5, x, 0, 8, to),
+        bad_rank: lambda: symm.shmem_put(buf, 0, x, 0, 8, world),
+        bad_compare: lambda: symm.shmem_wait_for_signal(x, sig, 0, 1, 9),
+    }
+    for fn, args, reason in (
+        (past_end, (buf, x), "shmem_put: target_offset + size = 5 + 8 = 13 exceeds target's 8"),
+        (bad_rank, (buf, x), f"target_rank {world} is out of range"),
+        (float_signal, (buf, sigf, x), "signal must be an int32 or int64 tensor, got float32"),
+        (bad_compare, (sig, x), "compare_op 9 is not one of"),
+    ):
         try:
             fn(*args)
         except RuntimeError:

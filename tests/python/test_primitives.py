@@ -5,6 +5,7 @@ over frameworks.py, so the torch and MindSpore suites run the same scenarios; th
 ``test_*`` functions start the jobs, once per framework. Targets are poisoned before each
 op and every element is checked after it.
 """
+
 import os
 import signal as _signal
 import threading
@@ -12,8 +13,7 @@ import time
 
 import numpy as np
 import pytest
-
-from frameworks import FRAMEWORKS, current, equal, seed_of, poison
+from frameworks import current, equal, poison, seed_of
 from launcher import assert_job_ok, run_job
 
 HERE = os.path.abspath(__file__)
@@ -23,6 +23,7 @@ SIZES = [0, 1, 7, 13, 4099, 65537]
 
 def _expect(exc_types, fragment, fn, *args, **kw):
     import hyper_parallel.core.symmetric_memory as symm
+
     try:
         fn(*args, **kw)
     except exc_types as e:
@@ -35,6 +36,7 @@ def _expect(exc_types, fragment, fn, *args, **kw):
 # ----------------------------------------------------------------------------- scenarios
 def scenario_put_get_all_dtypes(rank, world, block_dim=None):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     to, frm = (rank + 1) % world, (rank - 1) % world
     cap = max(SIZES) + 16
@@ -50,15 +52,15 @@ def scenario_put_get_all_dtypes(rank, world, block_dim=None):
                 symm.barrier()
                 want = F.bits(F.random(name, n + 5, seed * 31 + frm))[5:]
                 got = F.bits(buf)
-                assert np.array_equal(got[off:off + n], want), f"put {name} n={n} off={off}"
-                rest = np.concatenate([got[:off], got[off + n:]])
+                assert np.array_equal(got[off : off + n], want), f"put {name} n={n} off={off}"
+                rest = np.concatenate([got[:off], got[off + n :]])
                 assert equal(rest, F.bits(F.full(cap - n, poison(name), name))), f"put {name} n={n}: stray write"
                 # get: pull what `to` received (it came from this rank) into poisoned local memory
                 local = F.full(n + 9, poison(name), name)
                 symm.shmem_get(local, 2, buf, off, n, to, block_dim=block_dim)
                 lb, pb = F.bits(local), F.bits(F.full(n + 9, poison(name), name))
-                assert np.array_equal(lb[2:2 + n], F.bits(data)[5:]), f"get {name} n={n}"
-                assert np.array_equal(lb[:2], pb[:2]) and np.array_equal(lb[2 + n:], pb[2 + n:]), "get: stray write"
+                assert np.array_equal(lb[2 : 2 + n], F.bits(data)[5:]), f"get {name} n={n}"
+                assert np.array_equal(lb[:2], pb[:2]) and np.array_equal(lb[2 + n :], pb[2 + n :]), "get: stray write"
                 symm.barrier()
         symm.free(buf)
     assert symm.debug_state()["heap"]["bytes_live"] == 0
@@ -67,6 +69,7 @@ def scenario_put_get_all_dtypes(rank, world, block_dim=None):
 
 def scenario_int_and_tensor_forms(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     a = symm.empty(1000, dtype=F.dtype("float32"))
     b = symm.empty(1000, dtype=F.dtype("float32"))
@@ -79,18 +82,29 @@ def scenario_int_and_tensor_forms(rank, world):
     to = (rank + 1) % world
     i64 = lambda v: F.tensor([v], "int64")  # noqa: E731
     symm.shmem_put_with_signal(a, 17, src, 3, 557, sig, 1, 5, 1, to)
-    symm.shmem_put_with_signal(b, i64(17), src, i64(3), i64(557), sig, i64(2), F.tensor([5], "int32"),
-                               F.tensor([1], "int64"), F.tensor([to], "int64"))
+    symm.shmem_put_with_signal(
+        b,
+        i64(17),
+        src,
+        i64(3),
+        i64(557),
+        sig,
+        i64(2),
+        F.tensor([5], "int32"),
+        F.tensor([1], "int64"),
+        F.tensor([to], "int64"),
+    )
     assert symm.shmem_wait_for_signal(None, sig, 1, 5, 0) == 5
     assert symm.shmem_wait_for_signal(a, sig, i64(2), F.tensor([5], "int32"), "eq") == 5
     assert equal(a, b)
-    assert np.array_equal(F.bits(a)[17:17 + 557], F.bits(F.random("float32", 600, (rank - 1) % world))[3:560])
+    assert np.array_equal(F.bits(a)[17 : 17 + 557], F.bits(F.random("float32", 600, (rank - 1) % world))[3:560])
     symm.barrier()
     symm.finalize()
 
 
 def scenario_invalid_arguments(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     V, T = ValueError, TypeError
     f32 = F.dtype("float32")
@@ -125,13 +139,13 @@ def scenario_invalid_arguments(rank, world):
         (V, "signal_offset 8 is out of range", symm.shmem_signal_op, sig32, 8, 1, 0, to),
         (V, "signal_op 2", symm.shmem_signal_op, sig32, 0, 1, 2, to),
         (V, "signal_op 'mul'", symm.shmem_signal_op, sig32, 0, 1, "mul", to),
-        (V, "signal_value 2147483648 does not fit", symm.shmem_signal_op, sig32, 0, 2 ** 31, 0, to),
+        (V, "signal_value 2147483648 does not fit", symm.shmem_signal_op, sig32, 0, 2**31, 0, to),
         (V, "compare_op 6", symm.shmem_wait_for_signal, None, sig32, 0, 0, 6),
         (V, "compare_op 'approx'", symm.shmem_wait_for_signal, None, sig32, 0, 0, "approx"),
-        (V, "compare_value -2147483649", symm.shmem_wait_for_signal, None, sig32, 0, -2 ** 31 - 1, 0),
+        (V, "compare_value -2147483649", symm.shmem_wait_for_signal, None, sig32, 0, -(2**31) - 1, 0),
         (T, "depend_tensor", symm.shmem_wait_for_signal, "x", sig32, 0, 0, 0),
         (V, "signal_offset must be >= 0", symm.shmem_put_with_signal, tgt, 0, src, 0, 4, sig32, -1, 1, 0, to),
-        (V, "signal_value", symm.shmem_put_with_signal, tgt, 0, src, 0, 4, sig32, 0, 2 ** 40, 0, to),
+        (V, "signal_value", symm.shmem_put_with_signal, tgt, 0, src, 0, 4, sig32, 0, 2**40, 0, to),
         (V, "signal_op 9", symm.shmem_put_with_signal, tgt, 0, src, 0, 4, sig32, 0, 1, 9, to),
         (T, "signal must be an int32 or int64", symm.shmem_put_with_signal, tgt, 0, src, 0, 4, sigf, 0, 1, 0, to),
     ]
@@ -150,6 +164,7 @@ def scenario_invalid_arguments(rank, world):
 
 def scenario_wait_comparisons(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     sigs = {dt: symm.empty(2, dtype=F.dtype(dt)) for dt in ("int32", "int64")}
     step = symm.empty(1, dtype=F.dtype("int64"))
@@ -157,12 +172,19 @@ def scenario_wait_comparisons(rank, world):
         F.fill(s, 0)
     F.fill(step, 0)
     symm.barrier()
-    cases = [("eq", 0, -7, -8, -7), ("gt", 1, -7, -7, -6), ("lt", 2, -7, -7, -8), ("ne", 3, -7, -7, -9),
-             ("ge", 4, -7, -8, -7), ("le", 5, -7, -6, -7), ("gt", "gt", -3 * 10 ** 9, -4 * 10 ** 9, -2 * 10 ** 9)]
+    cases = [
+        ("eq", 0, -7, -8, -7),
+        ("gt", 1, -7, -7, -6),
+        ("lt", 2, -7, -7, -8),
+        ("ne", 3, -7, -7, -9),
+        ("ge", 4, -7, -8, -7),
+        ("le", 5, -7, -6, -7),
+        ("gt", "gt", -3 * 10**9, -4 * 10**9, -2 * 10**9),
+    ]
     k = 0
     for name, code, cmp_to, before, after in cases:
         for dt, s in sigs.items():
-            if dt == "int32" and abs(cmp_to) > 2 ** 31:
+            if dt == "int32" and abs(cmp_to) > 2**31:
                 continue
             k += 1
             if rank == 1:
@@ -181,6 +203,7 @@ def scenario_wait_comparisons(rank, world):
 
 def scenario_concurrent_adds(rank, world, iters=20000):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     counters = symm.empty(world, dtype=F.dtype("int64"))
     F.fill(counters, 0)
@@ -197,6 +220,7 @@ def _blocked_waiter(compare_value, compare_op):
     """A zeroed symmetric int32 pair, and a thread already blocked in C++ waiting on word 0;
     `seen` gets the wait's value ("v") or its exception ("e")."""
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     sig = symm.empty(2, dtype=F.dtype("int32"))
     F.fill(sig, 0)
@@ -218,6 +242,7 @@ def _blocked_waiter(compare_value, compare_op):
 
 def scenario_gil_release(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     sig, t, seen = _blocked_waiter(3, "ge")
     for _ in range(3):
         symm.shmem_signal_op(sig, 0, 1, "add", rank)  # signal ourselves from another thread
@@ -229,6 +254,7 @@ def scenario_gil_release(rank, world):
 
 def scenario_finalize_while_waiting(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     sig, t, seen = _blocked_waiter(1, "eq")  # nothing will ever satisfy this wait
     symm.finalize()  # used to unmap the heap under the waiter (SIGSEGV)
     t.join(timeout=10)
@@ -252,14 +278,25 @@ def scenario_finalize_while_waiting(rank, world):
 
 def scenario_meta_and_sparse_arguments(rank, world):
     import torch
+
     import hyper_parallel.core.symmetric_memory as symm
+
     t = symm.empty(8, dtype=torch.float32)
     t.fill_(3.0)
     symm.barrier()
     meta = torch.tensor(0, device="meta")
     _expect(symm.ShmemTypeError, "target_offset", symm.shmem_put, t, meta, torch.ones(8), 0, 4, rank)
-    _expect(symm.ShmemTypeError, "src: a torch.sparse_coo tensor", symm.shmem_put, t, 0, torch.ones(8).to_sparse(),
-            0, 4, rank)
+    _expect(
+        symm.ShmemTypeError,
+        "src: a torch.sparse_coo tensor",
+        symm.shmem_put,
+        t,
+        0,
+        torch.ones(8).to_sparse(),
+        0,
+        4,
+        rank,
+    )
     _expect(symm.ShmemTypeError, "size", symm.shmem_put, t, 0, torch.ones(8), 0, meta.to(torch.int64), rank)
     assert torch.equal(t, torch.full((8,), 3.0)), "nothing written"
     symm.finalize()
@@ -267,6 +304,7 @@ def scenario_meta_and_sparse_arguments(rank, world):
 
 def scenario_use_after_free(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     f32 = F.dtype("float32")
     t = symm.empty(10, dtype=f32)
@@ -279,8 +317,12 @@ def scenario_use_after_free(rank, world):
     _expect(symm.InvalidFreeError, "not in the symmetric heap", symm.free, F.full(3, 1.0, "float32"))
     # A double free names what the tensor is now, not a made-up pointer.
     _expect(symm.InvalidFreeError, "freed already", symm.free, t)
-    _expect(symm.CollectiveMismatchError, "differs between ranks", symm.free,
-            keep if rank == 0 else F.full(3, 1.0, "float32"))
+    _expect(
+        symm.CollectiveMismatchError,
+        "differs between ranks",
+        symm.free,
+        keep if rank == 0 else F.full(3, 1.0, "float32"),
+    )
     d = symm.debug_state()
     assert d["heap"]["bytes_live"] == 64, d
     symm.finalize()
@@ -289,6 +331,7 @@ def scenario_use_after_free(rank, world):
 
 def scenario_stale_views(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     f32, peer = F.dtype("float32"), (rank + 1) % world
     c = symm.empty(64, dtype=f32)
@@ -348,6 +391,7 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
     Python checks must judge, writing nothing; the public API gives the same results either way."""
     import hyper_parallel.core.symmetric_memory as symm
     from hyper_parallel import _hpshmem as _C
+
     F = current()
     i64, f32 = F.dtype("int64"), F.dtype("float32")
     t = symm.empty(16, dtype=i64)
@@ -377,9 +421,10 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
     assert _C.fast_allgather(out, src[:3], "push", None) is True
     assert np.array_equal(F.values(out), np.concatenate([np.arange(3) + 100 * p for p in range(world)]))
     recv = symm.empty(world * 2, dtype=i64)
-    assert _C.fast_alltoall([src[2 * p:2 * p + 2] for p in range(world)], recv, [2] * world, "push", 1) is True
-    assert np.array_equal(F.values(recv), np.concatenate([np.arange(2 * rank, 2 * rank + 2) + 100 * p
-                                                          for p in range(world)]))
+    assert _C.fast_alltoall([src[2 * p : 2 * p + 2] for p in range(world)], recv, [2] * world, "push", 1) is True
+    assert np.array_equal(
+        F.values(recv), np.concatenate([np.arange(2 * rank, 2 * rank + 2) + 100 * p for p in range(world)])
+    )
     symm.barrier()
     # Everything else is declined, and nothing is written.
     before = F.values(t).copy()
@@ -387,11 +432,23 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
     stale = freed[1:]
     symm.free(freed)
     bad_puts = [
-        (t, True, src, 0, 1, peer), (t, 0, src, 0, 1.0, peer), (t, np.int64(0), src, 0, 1, peer),
-        (t, -1, src, 0, 1, peer), (t, 0, src, 0, 17, peer), (t, 12, src, 0, 5, peer), (t, 0, src, 12, 5, peer),
-        (t, 0, src, 0, 2 ** 63, peer), (t, 0, src, 0, 1, world), (t, 0, src, 0, 1, -1), (t, 0, src, 0, 1, True),
-        (t, 0, F.full(4, 1.0, "float32"), 0, 1, peer), (src, 0, src, 0, 1, peer), (stale, 0, src, 0, 1, peer),
-        (t, 0, F.non_contiguous(8), 0, 1, peer), (t, 0, [1, 2], 0, 1, peer), (t[:0], 0, src, 0, 0, peer),
+        (t, True, src, 0, 1, peer),
+        (t, 0, src, 0, 1.0, peer),
+        (t, np.int64(0), src, 0, 1, peer),
+        (t, -1, src, 0, 1, peer),
+        (t, 0, src, 0, 17, peer),
+        (t, 12, src, 0, 5, peer),
+        (t, 0, src, 12, 5, peer),
+        (t, 0, src, 0, 2**63, peer),
+        (t, 0, src, 0, 1, world),
+        (t, 0, src, 0, 1, -1),
+        (t, 0, src, 0, 1, True),
+        (t, 0, F.full(4, 1.0, "float32"), 0, 1, peer),
+        (src, 0, src, 0, 1, peer),
+        (stale, 0, src, 0, 1, peer),
+        (t, 0, F.non_contiguous(8), 0, 1, peer),
+        (t, 0, [1, 2], 0, 1, peer),
+        (t[:0], 0, src, 0, 0, peer),
         (symm.empty(4, dtype=f32), 0, src, 0, 1, peer),
     ]
     for args in bad_puts:
@@ -399,15 +456,23 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
         assert _C.fast_put_signal(*args[:5], sig, 0, 1, 0, args[5], None) is False, args
     assert _C.fast_put(t, 0, src, 0, 1, peer, 0) is False  # block_dim out of [1, 64]
     assert _C.fast_put(t, 0, src, 0, 1, peer, 65) is False
-    for sargs in [(sig, 4, 1, 0), (sig, -1, 1, 0), (sig, 0, 2 ** 63, 0), (sig, 0, 1, 2), (sig, 0, 1, "mul"),
-                  (sig, 0, 1.5, 0), (t[:0], 0, 1, 0), (F.full(4, 0, "int64"), 0, 1, 0),
-                  (symm.empty(4, dtype=f32), 0, 1, 0)]:
+    for sargs in [
+        (sig, 4, 1, 0),
+        (sig, -1, 1, 0),
+        (sig, 0, 2**63, 0),
+        (sig, 0, 1, 2),
+        (sig, 0, 1, "mul"),
+        (sig, 0, 1.5, 0),
+        (t[:0], 0, 1, 0),
+        (F.full(4, 0, "int64"), 0, 1, 0),
+        (symm.empty(4, dtype=f32), 0, 1, 0),
+    ]:
         assert _C.fast_signal(*sargs, peer) is False, sargs
         assert _C.fast_put_signal(t, 0, src, 0, 1, *sargs, peer, None) is False, sargs
     if F.name == "torch":  # torch tensors are read from C++ (the reader is part of the build), same rules
+        import hyper_parallel._torch_tensor_reader  # noqa: F401
         import torch
 
-        import hyper_parallel._torch_tensor_reader  # noqa: F401
         cl = torch.ones(1, 2, 2, 2, dtype=torch.int64).to(memory_format=torch.channels_last)
         for odd in (cl, torch.ones(4, dtype=torch.int64, device="meta"), torch.ones(4, dtype=torch.int64).to_sparse()):
             assert _C.fast_put(t, 0, odd, 0, 1, peer) is False, odd.layout
@@ -415,7 +480,7 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
         assert _C.fast_put(t, 13, param, 0, 3, rank) is True
         before[13:16] = 9
     sig32 = symm.empty(2, dtype=F.dtype("int32"))
-    assert _C.fast_signal(sig32, 0, 2 ** 31, 0, peer) is False  # does not fit an int32 signal
+    assert _C.fast_signal(sig32, 0, 2**31, 0, peer) is False  # does not fit an int32 signal
     for wargs in [(1, sig, 0, 0, 0), (None, sig, 0, 0, 6), (None, sig, 0, 0, "approx"), (None, sig, 9, 0, 0)]:
         assert _C.fast_wait(*wargs) is None, wargs
     assert _C.fast_allgather(out, src[:2], "push", None) is False  # wrong size
@@ -430,6 +495,7 @@ def scenario_fast_path_takes_the_common_case_and_declines_the_rest(rank, world):
 
 def scenario_killed_rank(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     sig = symm.empty(1, dtype=F.dtype("int64"))
     F.fill(sig, 0)
@@ -452,6 +518,7 @@ def scenario_killed_rank(rank, world):
 
 def scenario_timeout(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     sig = symm.empty(4, dtype=F.dtype("int32"))
     F.fill(sig, 0)
@@ -476,6 +543,7 @@ def scenario_wait_policy(rank, world, pin, mode):
     import os
 
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     cpus = sorted(os.sched_getaffinity(0))
     if pin == "shared":
@@ -501,6 +569,7 @@ def scenario_wait_policy(rank, world, pin, mode):
 
 def scenario_empty_forms(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     a = symm.empty(4096, dtype=F.dtype("float16"))
     b = symm.empty((2, 3), F.dtype("float32"))
@@ -532,6 +601,7 @@ def scenario_empty_forms(rank, world):
 
 def scenario_allocation_mismatch(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     f32 = F.dtype("float32")
     symm.empty(10, dtype=f32)
@@ -545,6 +615,7 @@ def scenario_allocation_mismatch(rank, world):
 
 def scenario_heap_exhaustion(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     u8 = F.dtype("uint8")
     a = symm.empty(600 * 1024, dtype=u8)
@@ -559,6 +630,7 @@ def scenario_heap_exhaustion(rank, world):
 
 def scenario_rendezvous(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     f32, i32 = F.dtype("float32"), F.dtype("int32")
     t = symm.empty(100, dtype=f32)
@@ -577,13 +649,14 @@ def scenario_rendezvous(rank, world):
     symm.barrier()
     frm = (rank - 1) % world
     want = np.full(100, -1.0, np.float32)
-    want[frm * 10:frm * 10 + 10] = frm
+    want[frm * 10 : frm * 10 + 10] = frm
     assert np.array_equal(F.bits(t), want)
     symm.finalize()
 
 
 def scenario_reinit(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     for round_ in range(3):
         t = symm.empty(8, dtype=F.dtype("int32"))
@@ -598,6 +671,7 @@ def scenario_reinit(rank, world):
 
 def scenario_endpoint_bootstrap(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     t = symm.empty(4, dtype=F.dtype("int64"))
     F.fill(t, 0)
@@ -615,6 +689,7 @@ def scenario_framework_made_sources(rank, world):
     symmetric tensor written by a still-queued framework op before a barrier reaches the
     peers complete (the API drains the framework's queue before touching memory)."""
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     n = 100003
     for name in ("float32", "int32", "bfloat16"):
@@ -643,6 +718,7 @@ def scenario_mindspore_graph_mode_is_refused_by_name(rank, world):
     import mindspore as ms
 
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     buf = symm.empty(8, dtype=ms.float32)
     sig = symm.empty(1, dtype=ms.int32)
@@ -735,16 +811,24 @@ def test_timeout_names_rank_signal_relation_and_value(fw):
     assert_job_ok(HERE, "scenario_timeout", 2, env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "1"}, framework=fw)
 
 
-@pytest.mark.parametrize("pin,mode,env", [("shared", "yield", None), ("shared", "spin", "spin"),
-                                           ("own", "spin", None), ("none", "custom", "3,50")])
+@pytest.mark.parametrize(
+    "pin,mode,env",
+    [("shared", "yield", None), ("shared", "spin", "spin"), ("own", "spin", None), ("none", "custom", "3,50")],
+)
 def test_wait_policy_follows_the_cpus_ranks_share(pin, mode, env):
     world = 2 if pin == "own" else 3
-    assert_job_ok(HERE, "scenario_wait_policy", world, kwargs={"pin": pin, "mode": mode},
-                  env={"HYPER_PARALLEL_SHMEM_WAIT": env} if env else None)
+    assert_job_ok(
+        HERE,
+        "scenario_wait_policy",
+        world,
+        kwargs={"pin": pin, "mode": mode},
+        env={"HYPER_PARALLEL_SHMEM_WAIT": env} if env else None,
+    )
 
 
 def scenario_bad_wait_setting(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     with pytest.raises(symm.ShmemValueError, match="HYPER_PARALLEL_SHMEM_WAIT='soon'"):
         symm.empty(4, dtype=F.dtype("int32"))
@@ -777,8 +861,11 @@ def test_finalize_and_reinit_back_to_back(fw):
 
 def test_endpoint_bootstrap_with_secret_without_store(fw):
     from launcher import free_port
-    env = {"HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
-           "HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET": "s3cret"}
+
+    env = {
+        "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+        "HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET": "s3cret",
+    }
     assert_job_ok(HERE, "scenario_endpoint_bootstrap", 3, env=env, dist=False, framework=fw)
 
 

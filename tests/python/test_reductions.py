@@ -5,11 +5,11 @@ Every rank generates every rank's input from the same seeds, so each can compute
 expected result: the ranks' values combined in rank order, float16/bfloat16 in float32 and
 rounded once, integers wrapping, integer averages truncated toward zero.
 """
+
 import os
 
 import numpy as np
 import pytest
-
 from frameworks import current, poison, seed_of
 from launcher import assert_job_ok
 
@@ -66,13 +66,14 @@ def _inputs(F, name, n, world, call):
 
 def scenario_allreduce(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     call = 0
     for name in DTYPES:
         buf = symm.empty(max(SIZES), dtype=F.dtype(name))
         for op in OPS:
             for n in SIZES:
-                for algorithm in ([None, "one_shot", "two_shot"] if name == "float32" else [None]):
+                for algorithm in [None, "one_shot", "two_shot"] if name == "float32" else [None]:
                     call += 1
                     tensors, bits = _inputs(F, name, n, world, call)
                     view = buf[:n] if n else buf[:0]
@@ -97,6 +98,7 @@ def scenario_allreduce(rank, world):
 def scenario_allreduce_deterministic(rank, world, calls=100):
     """The same inputs give the same bits on every call and every rank (compared through a gather)."""
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     n = 1001
     buf = symm.empty(n, dtype=F.dtype("float32"))
@@ -118,6 +120,7 @@ def scenario_allreduce_deterministic(rank, world, calls=100):
 
 def scenario_reduce_scatter_and_broadcast(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     call = 0
     for name in ("float32", "bfloat16", "int64", "uint8"):
@@ -128,11 +131,11 @@ def scenario_reduce_scatter_and_broadcast(rank, world):
                 inp = symm.empty(world * n, dtype=F.dtype(name))
                 F.assign(inp, tensors[rank])
                 out = F.full(n + 3, poison(name), name)
-                view = out[1:n + 1]
+                view = out[1 : n + 1]
                 symm.shmem_reduce_scatter(view, inp, op)
-                want = reference(bits, name, op, world)[rank * n:(rank + 1) * n]
+                want = reference(bits, name, op, world)[rank * n : (rank + 1) * n]
                 got = F.bits(out)
-                assert np.array_equal(got[1:n + 1], want), f"reduce_scatter {name} {op} n={n}"
+                assert np.array_equal(got[1 : n + 1], want), f"reduce_scatter {name} {op} n={n}"
                 pb = F.bits(F.full(1, poison(name), name))[0]
                 assert got[0] == pb and got[n + 1] == pb and got[n + 2] == pb, "reduce_scatter wrote outside"
                 assert np.array_equal(F.bits(inp), bits[rank]), "reduce_scatter changed its input"
@@ -151,6 +154,7 @@ def scenario_reduce_scatter_and_broadcast(rank, world):
 
 def scenario_reduction_errors(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
+
     F = current()
     buf = symm.empty(16, dtype=F.dtype("float32"))
     flags = symm.empty(16, dtype=F.dtype("bool"))
@@ -170,13 +174,19 @@ def scenario_reduction_errors(rank, world):
     expect(symm.ShmemTypeError, "cannot be reduced", symm.shmem_allreduce, flags)
     expect(symm.ShmemValueError, "not a symmetric tensor", symm.shmem_allreduce, F.full(16, 1.0, "float32"))
     expect(symm.ShmemValueError, "root", symm.shmem_broadcast, buf, world)
-    expect(symm.ShmemValueError, "world_size x numel(output)", symm.shmem_reduce_scatter, F.full(3, 0.0, "float32"),
-           buf)
+    expect(
+        symm.ShmemValueError, "world_size x numel(output)", symm.shmem_reduce_scatter, F.full(3, 0.0, "float32"), buf
+    )
     expect(symm.ShmemTypeError, "same dtype", symm.shmem_reduce_scatter, F.full(1, 0, "int32"), buf)
     if world > 1:
         # Ranks disagreeing (here on the op) fail alike on every rank, before anything is written.
-        expect(symm.CollectiveMismatchError, "ranks disagree", symm.shmem_allreduce, buf,
-               "max" if rank == world - 1 else "sum")
+        expect(
+            symm.CollectiveMismatchError,
+            "ranks disagree",
+            symm.shmem_allreduce,
+            buf,
+            "max" if rank == world - 1 else "sum",
+        )
         expect(symm.CollectiveMismatchError, "ranks disagree", symm.shmem_broadcast, buf, rank % 2)
     symm.barrier()
     assert np.array_equal(F.values(buf), np.full(16, rank + 1.0)), "a rejected call wrote"
@@ -191,6 +201,7 @@ def scenario_allreduce_matches_gloo(rank, world):
     import torch.distributed as dist
 
     import hyper_parallel.core.symmetric_memory as symm
+
     for dtype in (torch.float32, torch.int64, torch.bfloat16):
         for n in (1, 4099, 300007):
             g = torch.Generator().manual_seed(1000 * rank + n)

@@ -2,6 +2,7 @@
 accept, what they raise and how they say it), the enums, the handler contract, the stub and
 type information shipped with the package. Fast: no launcher, no runtime.
 """
+
 import ast
 import os
 
@@ -18,24 +19,37 @@ PKG = os.path.dirname(hyper_parallel.__file__)
 
 def test_enums_carry_the_runtime_values_and_names():
     assert [int(op) for op in SignalOp] == [0, 1]
-    assert [(op.name, int(op)) for op in CompareOp] == [("EQ", 0), ("GT", 1), ("LT", 2), ("NE", 3), ("GE", 4),
-                                                      ("LE", 5)]
+    assert [(op.name, int(op)) for op in CompareOp] == [
+        ("EQ", 0),
+        ("GT", 1),
+        ("LT", 2),
+        ("NE", 3),
+        ("GE", 4),
+        ("LE", 5),
+    ]
     assert SIGNAL_OP_NAMES == {"set": 0, "add": 1}
     assert COMPARE_OP_NAMES == {"eq": 0, "gt": 1, "lt": 2, "ne": 3, "ge": 4, "le": 5}
     assert symm.SIGNAL_ADD is SignalOp.ADD and symm.CMP_GE is CompareOp.GE
     assert "SignalOp" in symm.__all__ and "CompareOp" in symm.__all__
 
 
-@pytest.mark.parametrize("x,want", [(SignalOp.ADD, 1), (0, 0), ("set", 0), ("ADD", 1), ("Set", 0),
-                                    (torch.tensor([1]), 1)])
+@pytest.mark.parametrize(
+    "x,want", [(SignalOp.ADD, 1), (0, 0), ("set", 0), ("ADD", 1), ("Set", 0), (torch.tensor([1]), 1)]
+)
 def test_signal_op_accepts_enum_int_name_and_tensor(x, want):
     assert symm._signal_op(x) == want
 
 
-@pytest.mark.parametrize("x,exc,fragment", [
-    (2, symm.ShmemValueError, "is not SET (0) or ADD (1)"), ("mul", symm.ShmemValueError, "'mul' is not 'set'"),
-    (True, symm.ShmemTypeError, "got bool"), (1.0, symm.ShmemTypeError, "got float"),
-    (torch.tensor([1.0]), symm.ShmemTypeError, "dtype torch.float32")])
+@pytest.mark.parametrize(
+    "x,exc,fragment",
+    [
+        (2, symm.ShmemValueError, "is not SET (0) or ADD (1)"),
+        ("mul", symm.ShmemValueError, "'mul' is not 'set'"),
+        (True, symm.ShmemTypeError, "got bool"),
+        (1.0, symm.ShmemTypeError, "got float"),
+        (torch.tensor([1.0]), symm.ShmemTypeError, "dtype torch.float32"),
+    ],
+)
 def test_signal_op_refusals_name_the_argument(x, exc, fragment):
     with pytest.raises(exc) as e:
         symm._signal_op(x)
@@ -54,24 +68,43 @@ def test_compare_op_refusals_list_the_choices(x):
     assert "compare_op" in str(e.value)
 
 
-@pytest.mark.parametrize("x,want", [(0, 0), (7, 7), (2 ** 62, 2 ** 62), (torch.tensor(5), 5),
-                                    (torch.tensor([3], dtype=torch.int32), 3), (SignalOp.ADD, 1)])
+@pytest.mark.parametrize(
+    "x,want",
+    [
+        (0, 0),
+        (7, 7),
+        (2**62, 2**62),
+        (torch.tensor(5), 5),
+        (torch.tensor([3], dtype=torch.int32), 3),
+        (SignalOp.ADD, 1),
+    ],
+)
 def test_index_accepts_ints_and_one_element_integer_tensors(x, want):
     assert symm._index(x, "size") == want
 
 
-@pytest.mark.parametrize("x,exc,fragment", [
-    (-1, symm.ShmemValueError, "size must be >= 0, got -1"), (True, symm.ShmemTypeError, "got bool"),
-    (1.5, symm.ShmemTypeError, "got float"), ("2", symm.ShmemTypeError, "got str"), (None, symm.ShmemTypeError, "got NoneType"),
-    (torch.tensor([1, 2]), symm.ShmemValueError, "shape (2,)"), (torch.tensor([1.0]), symm.ShmemTypeError, "dtype")])
+@pytest.mark.parametrize(
+    "x,exc,fragment",
+    [
+        (-1, symm.ShmemValueError, "size must be >= 0, got -1"),
+        (True, symm.ShmemTypeError, "got bool"),
+        (1.5, symm.ShmemTypeError, "got float"),
+        ("2", symm.ShmemTypeError, "got str"),
+        (None, symm.ShmemTypeError, "got NoneType"),
+        (torch.tensor([1, 2]), symm.ShmemValueError, "shape (2,)"),
+        (torch.tensor([1.0]), symm.ShmemTypeError, "dtype"),
+    ],
+)
 def test_index_refusals_name_the_argument(x, exc, fragment):
     with pytest.raises(exc) as e:
         symm._index(x, "size")
     assert fragment in str(e.value) and "size" in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("width,ok,bad", [(4, [-(2 ** 31), 2 ** 31 - 1], [2 ** 31, -(2 ** 31) - 1]),
-                                          (8, [-(2 ** 63), 2 ** 63 - 1], [2 ** 63, -(2 ** 63) - 1])])
+@pytest.mark.parametrize(
+    "width,ok,bad",
+    [(4, [-(2**31), 2**31 - 1], [2**31, -(2**31) - 1]), (8, [-(2**63), 2**63 - 1], [2**63, -(2**63) - 1])],
+)
 def test_signal_values_must_fit_the_signal_word(width, ok, bad):
     for v in ok:
         assert symm._signal_value(v, width, "signal_value") == v

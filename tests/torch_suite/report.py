@@ -7,6 +7,7 @@
 The gloo run may cover only some tests (those that did not pass on hpshmem): a test it lacks is
 reported as "not run on gloo".
 """
+
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -35,12 +36,14 @@ def main(ours_path, gloo_path=None):
     for outcome, _ in ours.values():
         count[outcome] += 1
     print("# torch's distributed suite on hpshmem: what does not run, and why\n")
-    print("`HP_TORCH_SUITE=all python -m pytest tests/torch_suite` (`make test-full`), BACKEND=hpshmem, WORLD_SIZE=2, "
-          "on this 2-core CPU host, torch 2.13.0: "
-          f"{count['passed']} passed, {count['failed']} failed, {count['skipped']} skipped. The suite decides at import, "
-          "by the backend's name, which tests apply; the driver holds hpshmem to gloo's decisions (the suite is "
-          "imported as for gloo), so every test that gloo runs on this host runs on hpshmem. Written by "
-          "`tests/torch_suite/report.py` from the run and from the same tests on gloo.\n")
+    print(
+        "`HP_TORCH_SUITE=all python -m pytest tests/torch_suite` (`make test-full`), BACKEND=hpshmem, WORLD_SIZE=2, "
+        "on this 2-core CPU host, torch 2.13.0: "
+        f"{count['passed']} passed, {count['failed']} failed, {count['skipped']} skipped. The suite decides at import, "
+        "by the backend's name, which tests apply; the driver holds hpshmem to gloo's decisions (the suite is "
+        "imported as for gloo), so every test that gloo runs on this host runs on hpshmem. Written by "
+        "`tests/torch_suite/report.py` from the run and from the same tests on gloo.\n"
+    )
     failed = sorted(n for n, (o, _) in ours.items() if o == "failed")
     if failed:
         print("## Failed on hpshmem\n")
@@ -55,8 +58,10 @@ def main(ours_path, gloo_path=None):
         if o == "skipped":
             by_reason[msg.replace("|", "/")].append(n)
     print("## Skipped, by the suite's own reason\n")
-    print("A skip decided while the test runs (a world size, CUDA) is gloo's too: the last column says what the "
-          "same test did on gloo.\n")
+    print(
+        "A skip decided while the test runs (a world size, CUDA) is gloo's too: the last column says what the "
+        "same test did on gloo.\n"
+    )
     print("| tests | reason (the suite's message) | on gloo |")
     print("|---|---|---|")
     for msg, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):

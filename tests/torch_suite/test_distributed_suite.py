@@ -8,6 +8,7 @@ NCCL to have). hpshmem is held to gloo's decisions: the suite is imported as if 
 test gloo runs is collected, and then every test runs on BACKEND (hpshmem). BACKEND=gloo runs the
 same tests on gloo, for comparison (SKIPS.md records both).
 """
+
 import os
 import sys
 
@@ -29,16 +30,35 @@ _suite.BACKEND = BACKEND
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 
-
 # One test of each operation the suite has for CPU tensors: what `make test` runs (the conftest
 # beside this file deselects the rest unless HP_TORCH_SUITE=all, as `make test-full` sets).
 QUICK = {
-    "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_group_max", "test_all_reduce_product",
-    "test_all_reduce_coalesced_sum", "test_reduce_sum", "test_broadcast", "test_all_gather",
-    "test_all_gather_coalesced_simple", "test_all_gather_object_default_pg", "test_all_to_all_single_unequal_split",
-    "test_all_to_all", "test_gather", "test_scatter", "test_barrier", "test_send_recv", "test_send_recv_any_source",
-    "test_isend", "test_irecv", "test_coalescing_manager", "test_new_subgroups", "test_DistributedDataParallelCPU",
-    "test_ddp_hook_parity_allreduce", "test_get_future", "test_destroy_group", "test_barrier_timeout_full_group",
+    "test_all_reduce_sum",
+    "test_all_reduce_sum_async",
+    "test_all_reduce_group_max",
+    "test_all_reduce_product",
+    "test_all_reduce_coalesced_sum",
+    "test_reduce_sum",
+    "test_broadcast",
+    "test_all_gather",
+    "test_all_gather_coalesced_simple",
+    "test_all_gather_object_default_pg",
+    "test_all_to_all_single_unequal_split",
+    "test_all_to_all",
+    "test_gather",
+    "test_scatter",
+    "test_barrier",
+    "test_send_recv",
+    "test_send_recv_any_source",
+    "test_isend",
+    "test_irecv",
+    "test_coalescing_manager",
+    "test_new_subgroups",
+    "test_DistributedDataParallelCPU",
+    "test_ddp_hook_parity_allreduce",
+    "test_get_future",
+    "test_destroy_group",
+    "test_barrier_timeout_full_group",
     "test_accumulate_gradients_no_sync_allreduce_hook",
 }
 
@@ -46,8 +66,10 @@ QUICK = {
 # Tests whose bodies pick their CPU set-up by asking for gloo by name (`if BACKEND == "gloo"`; with
 # any other name they build no model at all). They run gloo's path on an hpshmem process group.
 CPU_PATH_BY_NAME = {
-    "test_accumulate_gradients_no_sync", "test_accumulate_gradients_no_sync_grad_is_view",
-    "test_accumulate_gradients_no_sync_allreduce_hook", "test_accumulate_gradients_no_sync_allreduce_with_then_hook",
+    "test_accumulate_gradients_no_sync",
+    "test_accumulate_gradients_no_sync_grad_is_view",
+    "test_accumulate_gradients_no_sync_allreduce_hook",
+    "test_accumulate_gradients_no_sync_allreduce_with_then_hook",
 }
 
 

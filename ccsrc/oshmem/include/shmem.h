@@ -102,6 +102,8 @@ extern shmem_team_t hpshmem_team_shared;
 /* ---------------------------------------------------------------- types
  * The specification's type tables: X(TYPE, TYPENAME). */
 
+/* The type tables keep the specification's rows as they are. */
+/* clang-format off */
 #define HPSHMEM_RMA_TYPES(X)                                                                     \
   X(float, float) X(double, double) X(long double, longdouble) X(char, char) X(signed char, schar) \
   X(short, short) X(int, int) X(long, long) X(long long, longlong) X(unsigned char, uchar)         \
@@ -156,6 +158,8 @@ extern shmem_team_t hpshmem_team_shared;
 
 #define HPSHMEM_SIZES(X) X(8) X(16) X(32) X(64) X(128)
 
+/* clang-format on */
+
 /* ---------------------------------------------------------------- library setup, exit, query */
 
 void shmem_init(void);
@@ -202,17 +206,16 @@ int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config
 int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team);
 int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
                              const shmem_team_config_t* config, long config_mask, shmem_team_t* new_team);
-int shmem_team_split_2d(shmem_team_t parent_team, int xrange, const shmem_team_config_t* xaxis_config,
-                        long xaxis_mask, shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
-                        long yaxis_mask, shmem_team_t* yaxis_team);
+int shmem_team_split_2d(shmem_team_t parent_team, int xrange, const shmem_team_config_t* xaxis_config, long xaxis_mask,
+                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config, long yaxis_mask,
+                        shmem_team_t* yaxis_team);
 int shmem_team_sync(shmem_team_t team);
 int shmem_sync(shmem_team_t team);
 /* The deprecated active-set form; in C, shmem_sync(PE_start, logPE_stride, PE_size, pSync) reaches it. */
 void hpshmem_sync_active_set(int PE_start, int logPE_stride, int PE_size, long* pSync);
 #if !defined(__cplusplus)
 #define HPSHMEM_SYNC_PICK(a, b, c, d, which, ...) which
-#define shmem_sync(...) \
-  HPSHMEM_SYNC_PICK(__VA_ARGS__, hpshmem_sync_active_set, _3, _2, shmem_sync, _0)(__VA_ARGS__)
+#define shmem_sync(...) HPSHMEM_SYNC_PICK(__VA_ARGS__, hpshmem_sync_active_set, _3, _2, shmem_sync, _0)(__VA_ARGS__)
 #endif
 void shmem_team_destroy(shmem_team_t team);
 
@@ -225,57 +228,57 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team);
 
 /* ---------------------------------------------------------------- RMA */
 
-#define HPSHMEM_DECL_RMA(T, N)                                                                              \
-  void shmem_##N##_put(T* dest, const T* source, size_t nelems, int pe);                                    \
-  void shmem_ctx_##N##_put(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);               \
-  void shmem_##N##_get(T* dest, const T* source, size_t nelems, int pe);                                    \
-  void shmem_ctx_##N##_get(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);               \
-  void shmem_##N##_put_nbi(T* dest, const T* source, size_t nelems, int pe);                                \
-  void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);           \
-  void shmem_##N##_get_nbi(T* dest, const T* source, size_t nelems, int pe);                                \
-  void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);           \
-  void shmem_##N##_p(T* dest, T value, int pe);                                                             \
-  void shmem_ctx_##N##_p(shmem_ctx_t ctx, T* dest, T value, int pe);                                        \
-  T shmem_##N##_g(const T* source, int pe);                                                                 \
-  T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T* source, int pe);                                            \
-  void shmem_##N##_iput(T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);     \
-  void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,        \
-                            size_t nelems, int pe);                                                         \
-  void shmem_##N##_iget(T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);     \
-  void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,        \
-                            size_t nelems, int pe);                                                         \
-  void shmem_##N##_put_signal(T* dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, \
-                              int sig_op, int pe);                                                          \
-  void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems,                 \
-                                  uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);                 \
-  void shmem_##N##_put_signal_nbi(T* dest, const T* source, size_t nelems, uint64_t* sig_addr,              \
-                                  uint64_t signal, int sig_op, int pe);                                     \
-  void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems,             \
-                                      uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+#define HPSHMEM_DECL_RMA(T, N)                                                                                      \
+  void shmem_##N##_put(T* dest, const T* source, size_t nelems, int pe);                                            \
+  void shmem_ctx_##N##_put(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);                       \
+  void shmem_##N##_get(T* dest, const T* source, size_t nelems, int pe);                                            \
+  void shmem_ctx_##N##_get(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);                       \
+  void shmem_##N##_put_nbi(T* dest, const T* source, size_t nelems, int pe);                                        \
+  void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);                   \
+  void shmem_##N##_get_nbi(T* dest, const T* source, size_t nelems, int pe);                                        \
+  void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe);                   \
+  void shmem_##N##_p(T* dest, T value, int pe);                                                                     \
+  void shmem_ctx_##N##_p(shmem_ctx_t ctx, T* dest, T value, int pe);                                                \
+  T shmem_##N##_g(const T* source, int pe);                                                                         \
+  T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T* source, int pe);                                                    \
+  void shmem_##N##_iput(T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);             \
+  void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, \
+                            int pe);                                                                                \
+  void shmem_##N##_iget(T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);             \
+  void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, \
+                            int pe);                                                                                \
+  void shmem_##N##_put_signal(T* dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,         \
+                              int sig_op, int pe);                                                                  \
+  void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, uint64_t* sig_addr,     \
+                                  uint64_t signal, int sig_op, int pe);                                             \
+  void shmem_##N##_put_signal_nbi(T* dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,     \
+                                  int sig_op, int pe);                                                              \
+  void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, uint64_t* sig_addr, \
+                                      uint64_t signal, int sig_op, int pe);
 HPSHMEM_RMA_TYPES(HPSHMEM_DECL_RMA)
 
-#define HPSHMEM_DECL_SIZED(S)                                                                               \
-  void shmem_put##S(void* dest, const void* source, size_t nelems, int pe);                                 \
-  void shmem_ctx_put##S(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);            \
-  void shmem_get##S(void* dest, const void* source, size_t nelems, int pe);                                 \
-  void shmem_ctx_get##S(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);            \
-  void shmem_put##S##_nbi(void* dest, const void* source, size_t nelems, int pe);                           \
-  void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);      \
-  void shmem_get##S##_nbi(void* dest, const void* source, size_t nelems, int pe);                           \
-  void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);      \
-  void shmem_iput##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);  \
-  void shmem_ctx_iput##S(shmem_ctx_t ctx, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,     \
-                         size_t nelems, int pe);                                                            \
-  void shmem_iget##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);  \
-  void shmem_ctx_iget##S(shmem_ctx_t ctx, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,     \
-                         size_t nelems, int pe);                                                            \
-  void shmem_put##S##_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr,             \
-                             uint64_t signal, int sig_op, int pe);                                          \
-  void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,            \
-                                 uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);                  \
-  void shmem_put##S##_signal_nbi(void* dest, const void* source, size_t nelems, uint64_t* sig_addr,         \
-                                 uint64_t signal, int sig_op, int pe);                                      \
-  void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,        \
+#define HPSHMEM_DECL_SIZED(S)                                                                                          \
+  void shmem_put##S(void* dest, const void* source, size_t nelems, int pe);                                            \
+  void shmem_ctx_put##S(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);                       \
+  void shmem_get##S(void* dest, const void* source, size_t nelems, int pe);                                            \
+  void shmem_ctx_get##S(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);                       \
+  void shmem_put##S##_nbi(void* dest, const void* source, size_t nelems, int pe);                                      \
+  void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);                 \
+  void shmem_get##S##_nbi(void* dest, const void* source, size_t nelems, int pe);                                      \
+  void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);                 \
+  void shmem_iput##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);             \
+  void shmem_ctx_iput##S(shmem_ctx_t ctx, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, \
+                         int pe);                                                                                      \
+  void shmem_iget##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe);             \
+  void shmem_ctx_iget##S(shmem_ctx_t ctx, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, \
+                         int pe);                                                                                      \
+  void shmem_put##S##_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,       \
+                             int sig_op, int pe);                                                                      \
+  void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, uint64_t* sig_addr,   \
+                                 uint64_t signal, int sig_op, int pe);                                                 \
+  void shmem_put##S##_signal_nbi(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,   \
+                                 int sig_op, int pe);                                                                  \
+  void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,                   \
                                      uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
 HPSHMEM_SIZES(HPSHMEM_DECL_SIZED)
 
@@ -287,14 +290,14 @@ void shmem_putmem_nbi(void* dest, const void* source, size_t nelems, int pe);
 void shmem_ctx_putmem_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);
 void shmem_getmem_nbi(void* dest, const void* source, size_t nelems, int pe);
 void shmem_ctx_getmem_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, int pe);
-void shmem_putmem_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,
-                         int sig_op, int pe);
+void shmem_putmem_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, int sig_op,
+                         int pe);
 void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, uint64_t* sig_addr,
                              uint64_t signal, int sig_op, int pe);
 void shmem_putmem_signal_nbi(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,
                              int sig_op, int pe);
-void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,
-                                 uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems, uint64_t* sig_addr,
+                                 uint64_t signal, int sig_op, int pe);
 
 /* ---------------------------------------------------------------- signals */
 
@@ -303,58 +306,58 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
 
 /* ---------------------------------------------------------------- atomics */
 
-#define HPSHMEM_DECL_AMO_EXT(T, N)                                                                            \
-  T shmem_##N##_atomic_fetch(const T* source, int pe);                                                        \
-  T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T* source, int pe);                                   \
-  void shmem_##N##_atomic_set(T* dest, T value, int pe);                                                      \
-  void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T* dest, T value, int pe);                                 \
-  T shmem_##N##_atomic_swap(T* dest, T value, int pe);                                                        \
-  T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T* dest, T value, int pe);                                   \
-  void shmem_##N##_atomic_fetch_nbi(T* fetch, const T* source, int pe);                                       \
-  void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T* fetch, const T* source, int pe);                  \
-  void shmem_##N##_atomic_swap_nbi(T* fetch, T* dest, T value, int pe);                                       \
+#define HPSHMEM_DECL_AMO_EXT(T, N)                                                           \
+  T shmem_##N##_atomic_fetch(const T* source, int pe);                                       \
+  T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T* source, int pe);                  \
+  void shmem_##N##_atomic_set(T* dest, T value, int pe);                                     \
+  void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T* dest, T value, int pe);                \
+  T shmem_##N##_atomic_swap(T* dest, T value, int pe);                                       \
+  T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T* dest, T value, int pe);                  \
+  void shmem_##N##_atomic_fetch_nbi(T* fetch, const T* source, int pe);                      \
+  void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T* fetch, const T* source, int pe); \
+  void shmem_##N##_atomic_swap_nbi(T* fetch, T* dest, T value, int pe);                      \
   void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T* fetch, T* dest, T value, int pe);
 HPSHMEM_EXTENDED_AMO_TYPES(HPSHMEM_DECL_AMO_EXT)
 
-#define HPSHMEM_DECL_AMO_STD(T, N)                                                                            \
-  T shmem_##N##_atomic_compare_swap(T* dest, T cond, T value, int pe);                                        \
-  T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T* dest, T cond, T value, int pe);                   \
-  T shmem_##N##_atomic_fetch_inc(T* dest, int pe);                                                            \
-  T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T* dest, int pe);                                       \
-  void shmem_##N##_atomic_inc(T* dest, int pe);                                                               \
-  void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T* dest, int pe);                                          \
-  T shmem_##N##_atomic_fetch_add(T* dest, T value, int pe);                                                   \
-  T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T* dest, T value, int pe);                              \
-  void shmem_##N##_atomic_add(T* dest, T value, int pe);                                                      \
-  void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T* dest, T value, int pe);                                 \
-  void shmem_##N##_atomic_compare_swap_nbi(T* fetch, T* dest, T cond, T value, int pe);                       \
-  void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T* fetch, T* dest, T cond, T value, int pe);  \
-  void shmem_##N##_atomic_fetch_inc_nbi(T* fetch, T* dest, int pe);                                           \
-  void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T* fetch, T* dest, int pe);                      \
-  void shmem_##N##_atomic_fetch_add_nbi(T* fetch, T* dest, T value, int pe);                                  \
+#define HPSHMEM_DECL_AMO_STD(T, N)                                                                           \
+  T shmem_##N##_atomic_compare_swap(T* dest, T cond, T value, int pe);                                       \
+  T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T* dest, T cond, T value, int pe);                  \
+  T shmem_##N##_atomic_fetch_inc(T* dest, int pe);                                                           \
+  T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T* dest, int pe);                                      \
+  void shmem_##N##_atomic_inc(T* dest, int pe);                                                              \
+  void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T* dest, int pe);                                         \
+  T shmem_##N##_atomic_fetch_add(T* dest, T value, int pe);                                                  \
+  T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T* dest, T value, int pe);                             \
+  void shmem_##N##_atomic_add(T* dest, T value, int pe);                                                     \
+  void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T* dest, T value, int pe);                                \
+  void shmem_##N##_atomic_compare_swap_nbi(T* fetch, T* dest, T cond, T value, int pe);                      \
+  void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T* fetch, T* dest, T cond, T value, int pe); \
+  void shmem_##N##_atomic_fetch_inc_nbi(T* fetch, T* dest, int pe);                                          \
+  void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T* fetch, T* dest, int pe);                     \
+  void shmem_##N##_atomic_fetch_add_nbi(T* fetch, T* dest, T value, int pe);                                 \
   void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T* fetch, T* dest, T value, int pe);
 HPSHMEM_AMO_TYPES(HPSHMEM_DECL_AMO_STD)
 
-#define HPSHMEM_DECL_AMO_BIT1(T, N, OP)                                                               \
-  T shmem_##N##_atomic_fetch_##OP(T* dest, T value, int pe);                                          \
-  T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T* dest, T value, int pe);                     \
-  void shmem_##N##_atomic_##OP(T* dest, T value, int pe);                                             \
-  void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T* dest, T value, int pe);                        \
-  void shmem_##N##_atomic_fetch_##OP##_nbi(T* fetch, T* dest, T value, int pe);                       \
+#define HPSHMEM_DECL_AMO_BIT1(T, N, OP)                                           \
+  T shmem_##N##_atomic_fetch_##OP(T* dest, T value, int pe);                      \
+  T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T* dest, T value, int pe); \
+  void shmem_##N##_atomic_##OP(T* dest, T value, int pe);                         \
+  void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T* dest, T value, int pe);    \
+  void shmem_##N##_atomic_fetch_##OP##_nbi(T* fetch, T* dest, T value, int pe);   \
   void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T* fetch, T* dest, T value, int pe);
 #define HPSHMEM_DECL_AMO_BIT(T, N) \
   HPSHMEM_DECL_AMO_BIT1(T, N, and) HPSHMEM_DECL_AMO_BIT1(T, N, or) HPSHMEM_DECL_AMO_BIT1(T, N, xor)
 HPSHMEM_BITWISE_AMO_TYPES(HPSHMEM_DECL_AMO_BIT)
 
 /* Deprecated atomic names (OpenSHMEM 1.3). */
-#define HPSHMEM_DECL_AMO_OLD(T, N)                            \
-  T shmem_##N##_fetch(const T* source, int pe);               \
-  void shmem_##N##_set(T* dest, T value, int pe);             \
-  T shmem_##N##_swap(T* dest, T value, int pe);               \
-  T shmem_##N##_cswap(T* dest, T cond, T value, int pe);      \
-  T shmem_##N##_finc(T* dest, int pe);                        \
-  void shmem_##N##_inc(T* dest, int pe);                      \
-  T shmem_##N##_fadd(T* dest, T value, int pe);               \
+#define HPSHMEM_DECL_AMO_OLD(T, N)                       \
+  T shmem_##N##_fetch(const T* source, int pe);          \
+  void shmem_##N##_set(T* dest, T value, int pe);        \
+  T shmem_##N##_swap(T* dest, T value, int pe);          \
+  T shmem_##N##_cswap(T* dest, T cond, T value, int pe); \
+  T shmem_##N##_finc(T* dest, int pe);                   \
+  void shmem_##N##_inc(T* dest, int pe);                 \
+  T shmem_##N##_fadd(T* dest, T value, int pe);          \
   void shmem_##N##_add(T* dest, T value, int pe);
 HPSHMEM_DECL_AMO_OLD(int, int)
 HPSHMEM_DECL_AMO_OLD(long, long)
@@ -369,27 +372,24 @@ long shmem_swap(long* dest, long value, int pe);
 
 /* ---------------------------------------------------------------- point-to-point synchronization */
 
-#define HPSHMEM_DECL_SYNC(T, N)                                                                              \
-  void shmem_##N##_wait_until(T* ivar, int cmp, T cmp_value);                                                \
-  void shmem_##N##_wait_until_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);         \
-  size_t shmem_##N##_wait_until_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);       \
-  size_t shmem_##N##_wait_until_some(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,   \
-                                     T cmp_value);                                                           \
-  void shmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp,                \
-                                         T* cmp_values);                                                     \
-  size_t shmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp,              \
-                                           T* cmp_values);                                                   \
-  size_t shmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status,     \
-                                            int cmp, T* cmp_values);                                         \
-  int shmem_##N##_test(T* ivar, int cmp, T cmp_value);                                                       \
-  int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);                \
-  size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);             \
-  size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,         \
-                               T cmp_value);                                                                 \
-  int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);       \
-  size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);    \
-  size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,  \
-                                      T* cmp_values);                                                        \
+#define HPSHMEM_DECL_SYNC(T, N)                                                                                    \
+  void shmem_##N##_wait_until(T* ivar, int cmp, T cmp_value);                                                      \
+  void shmem_##N##_wait_until_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);               \
+  size_t shmem_##N##_wait_until_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);             \
+  size_t shmem_##N##_wait_until_some(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,         \
+                                     T cmp_value);                                                                 \
+  void shmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);      \
+  size_t shmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);    \
+  size_t shmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,  \
+                                            T* cmp_values);                                                        \
+  int shmem_##N##_test(T* ivar, int cmp, T cmp_value);                                                             \
+  int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);                      \
+  size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value);                   \
+  size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp, T cmp_value); \
+  int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);             \
+  size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp, T* cmp_values);          \
+  size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status, int cmp,        \
+                                      T* cmp_values);                                                              \
   void shmem_##N##_wait(T* ivar, T cmp_value);
 HPSHMEM_SYNC_TYPES(HPSHMEM_DECL_SYNC)
 /* Deprecated. */
@@ -412,16 +412,14 @@ int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t
 int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
 int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
 int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
-int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,
-                       size_t nelems);
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
 
-#define HPSHMEM_DECL_COLL(T, N)                                                                          \
-  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems, int PE_root);    \
-  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems);                  \
-  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems);                 \
-  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems);                 \
-  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,  \
-                            size_t nelems);
+#define HPSHMEM_DECL_COLL(T, N)                                                                       \
+  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems, int PE_root); \
+  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems);                \
+  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems);               \
+  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems);               \
+  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
 HPSHMEM_RMA_TYPES(HPSHMEM_DECL_COLL)
 
 #define HPSHMEM_DECL_REDUCE(T, N, OP) \
@@ -436,23 +434,23 @@ HPSHMEM_ARITH_REDUCE_TYPES(HPSHMEM_DECL_REDUCE_ARITH)
 
 /* Deprecated active-set forms: the set is PE_start, PE_start + 2^logPE_stride, ... (PE_size PEs). */
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync);
-#define HPSHMEM_DECL_ASET(S)                                                                                \
-  void shmem_broadcast##S(void* dest, const void* source, size_t nelems, int PE_root, int PE_start,         \
-                          int logPE_stride, int PE_size, long* pSync);                                      \
-  void shmem_collect##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride,      \
-                        int PE_size, long* pSync);                                                          \
-  void shmem_fcollect##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride,     \
-                         int PE_size, long* pSync);                                                         \
-  void shmem_alltoall##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride,     \
-                         int PE_size, long* pSync);                                                         \
-  void shmem_alltoalls##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,      \
-                          int PE_start, int logPE_stride, int PE_size, long* pSync);
+#define HPSHMEM_DECL_ASET(S)                                                                                          \
+  void shmem_broadcast##S(void* dest, const void* source, size_t nelems, int PE_root, int PE_start, int logPE_stride, \
+                          int PE_size, long* pSync);                                                                  \
+  void shmem_collect##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride, int PE_size,   \
+                        long* pSync);                                                                                 \
+  void shmem_fcollect##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride, int PE_size,  \
+                         long* pSync);                                                                                \
+  void shmem_alltoall##S(void* dest, const void* source, size_t nelems, int PE_start, int logPE_stride, int PE_size,  \
+                         long* pSync);                                                                                \
+  void shmem_alltoalls##S(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int PE_start,  \
+                          int logPE_stride, int PE_size, long* pSync);
 HPSHMEM_DECL_ASET(32)
 HPSHMEM_DECL_ASET(64)
 
-#define HPSHMEM_DECL_TOALL(T, N, OP)                                                                      \
-  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start, int logPE_stride,  \
-                                 int PE_size, T* pWrk, long* pSync);
+#define HPSHMEM_DECL_TOALL(T, N, OP)                                                                                 \
+  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start, int logPE_stride, int PE_size, \
+                                 T* pWrk, long* pSync);
 #define HPSHMEM_DECL_TOALL_BIT(T, N) \
   HPSHMEM_DECL_TOALL(T, N, and) HPSHMEM_DECL_TOALL(T, N, or) HPSHMEM_DECL_TOALL(T, N, xor)
 #define HPSHMEM_DECL_TOALL_MINMAX(T, N) HPSHMEM_DECL_TOALL(T, N, max) HPSHMEM_DECL_TOALL(T, N, min)

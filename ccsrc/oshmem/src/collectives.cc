@@ -101,11 +101,21 @@ void Alltoalls(shmem_team_t t, void* dest, const void* src, ptrdiff_t dst, ptrdi
     auto* d = static_cast<char*>(dest) + static_cast<ptrdiff_t>(t->me * nelems) * dst * static_cast<ptrdiff_t>(elem);
     auto* s = static_cast<const char*>(src) + static_cast<ptrdiff_t>(p * nelems) * sst * static_cast<ptrdiff_t>(elem);
     switch (elem) {
-      case 1: shmem_iput8(d, s, dst, sst, nelems, t->pes[p]); break;
-      case 2: shmem_iput16(d, s, dst, sst, nelems, t->pes[p]); break;
-      case 4: shmem_iput32(d, s, dst, sst, nelems, t->pes[p]); break;
-      case 8: shmem_iput64(d, s, dst, sst, nelems, t->pes[p]); break;
-      default: shmem_iput128(d, s, dst, sst, nelems * elem / 16, t->pes[p]); break;
+      case 1:
+        shmem_iput8(d, s, dst, sst, nelems, t->pes[p]);
+        break;
+      case 2:
+        shmem_iput16(d, s, dst, sst, nelems, t->pes[p]);
+        break;
+      case 4:
+        shmem_iput32(d, s, dst, sst, nelems, t->pes[p]);
+        break;
+      case 8:
+        shmem_iput64(d, s, dst, sst, nelems, t->pes[p]);
+        break;
+      default:
+        shmem_iput128(d, s, dst, sst, nelems * elem / 16, t->pes[p]);
+        break;
     }
   }
   Check(ops::TeamBarrier(t->id), fn);
@@ -126,17 +136,26 @@ struct Impl<double _Complex> {
 
 template <class T>
 constexpr ops::DType DTypeOf() {
-  if constexpr (std::is_same_v<T, float>) return ops::DType::kFloat32;
-  else if constexpr (std::is_same_v<T, double>) return ops::DType::kFloat64;
-  else if constexpr (std::is_same_v<T, long double>) return ops::DType::kLongDouble;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return ops::DType::kComplex64;
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return ops::DType::kComplex128;
+  if constexpr (std::is_same_v<T, float>)
+    return ops::DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return ops::DType::kFloat64;
+  else if constexpr (std::is_same_v<T, long double>)
+    return ops::DType::kLongDouble;
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return ops::DType::kComplex64;
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return ops::DType::kComplex128;
   else if constexpr (std::is_signed_v<T>)
-    return sizeof(T) == 1 ? ops::DType::kInt8 : sizeof(T) == 2 ? ops::DType::kInt16
-                                            : sizeof(T) == 4 ? ops::DType::kInt32 : ops::DType::kInt64;
+    return sizeof(T) == 1   ? ops::DType::kInt8
+           : sizeof(T) == 2 ? ops::DType::kInt16
+           : sizeof(T) == 4 ? ops::DType::kInt32
+                            : ops::DType::kInt64;
   else
-    return sizeof(T) == 1 ? ops::DType::kUInt8 : sizeof(T) == 2 ? ops::DType::kUInt16
-                                             : sizeof(T) == 4 ? ops::DType::kUInt32 : ops::DType::kUInt64;
+    return sizeof(T) == 1   ? ops::DType::kUInt8
+           : sizeof(T) == 2 ? ops::DType::kUInt16
+           : sizeof(T) == 4 ? ops::DType::kUInt32
+                            : ops::DType::kUInt64;
 }
 
 template <class T>
@@ -230,48 +249,47 @@ int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t 
   Alltoall(team, dest, source, nelems, "shmem_alltoallmem");
   return 0;
 }
-int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,
-                       size_t nelems) {
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems) {
   if (!Usable(team, "shmem_alltoallsmem")) return 1;
   Alltoalls(team, dest, source, dst, sst, nelems, 1, "shmem_alltoallsmem");
   return 0;
 }
 
-#define HP_COLL(T, N)                                                                                            \
-  int shmem_##N##_broadcast(shmem_team_t t, T* d, const T* s, size_t n, int root) {                              \
-    if (!Usable(t, "shmem_" #N "_broadcast")) return 1;                                                          \
-    Broadcast(t, d, s, n * sizeof(T), root, true, "shmem_" #N "_broadcast");                                     \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  int shmem_##N##_collect(shmem_team_t t, T* d, const T* s, size_t n) {                                          \
-    if (!Usable(t, "shmem_" #N "_collect")) return 1;                                                            \
-    Collect(t, d, s, n * sizeof(T), "shmem_" #N "_collect");                                                     \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  int shmem_##N##_fcollect(shmem_team_t t, T* d, const T* s, size_t n) {                                         \
-    if (!Usable(t, "shmem_" #N "_fcollect")) return 1;                                                           \
-    Fcollect(t, d, s, n * sizeof(T), "shmem_" #N "_fcollect");                                                   \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  int shmem_##N##_alltoall(shmem_team_t t, T* d, const T* s, size_t n) {                                         \
-    if (!Usable(t, "shmem_" #N "_alltoall")) return 1;                                                           \
-    Alltoall(t, d, s, n * sizeof(T), "shmem_" #N "_alltoall");                                                   \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  int shmem_##N##_alltoalls(shmem_team_t t, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n) {          \
-    if (!Usable(t, "shmem_" #N "_alltoalls")) return 1;                                                          \
-    Alltoalls(t, d, s, dst, sst, n, sizeof(T), "shmem_" #N "_alltoalls");                                        \
-    return 0;                                                                                                    \
+#define HP_COLL(T, N)                                                                                   \
+  int shmem_##N##_broadcast(shmem_team_t t, T* d, const T* s, size_t n, int root) {                     \
+    if (!Usable(t, "shmem_" #N "_broadcast")) return 1;                                                 \
+    Broadcast(t, d, s, n * sizeof(T), root, true, "shmem_" #N "_broadcast");                            \
+    return 0;                                                                                           \
+  }                                                                                                     \
+  int shmem_##N##_collect(shmem_team_t t, T* d, const T* s, size_t n) {                                 \
+    if (!Usable(t, "shmem_" #N "_collect")) return 1;                                                   \
+    Collect(t, d, s, n * sizeof(T), "shmem_" #N "_collect");                                            \
+    return 0;                                                                                           \
+  }                                                                                                     \
+  int shmem_##N##_fcollect(shmem_team_t t, T* d, const T* s, size_t n) {                                \
+    if (!Usable(t, "shmem_" #N "_fcollect")) return 1;                                                  \
+    Fcollect(t, d, s, n * sizeof(T), "shmem_" #N "_fcollect");                                          \
+    return 0;                                                                                           \
+  }                                                                                                     \
+  int shmem_##N##_alltoall(shmem_team_t t, T* d, const T* s, size_t n) {                                \
+    if (!Usable(t, "shmem_" #N "_alltoall")) return 1;                                                  \
+    Alltoall(t, d, s, n * sizeof(T), "shmem_" #N "_alltoall");                                          \
+    return 0;                                                                                           \
+  }                                                                                                     \
+  int shmem_##N##_alltoalls(shmem_team_t t, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n) { \
+    if (!Usable(t, "shmem_" #N "_alltoalls")) return 1;                                                 \
+    Alltoalls(t, d, s, dst, sst, n, sizeof(T), "shmem_" #N "_alltoalls");                               \
+    return 0;                                                                                           \
   }
 HPSHMEM_RMA_TYPES(HP_COLL)
 
 // Reductions. C's complex types are layout-compatible with std::complex,
 // which the reduction kernels take.
-#define HP_REDUCE(T, N, OP, K)                                                                        \
-  int shmem_##N##_##OP##_reduce(shmem_team_t t, T* d, const T* s, size_t n) {                         \
-    using U = Impl<T>::type;                                                                          \
+#define HP_REDUCE(T, N, OP, K)                                                                       \
+  int shmem_##N##_##OP##_reduce(shmem_team_t t, T* d, const T* s, size_t n) {                        \
+    using U = Impl<T>::type;                                                                         \
     return Reduce<U>(t, reinterpret_cast<U*>(d), reinterpret_cast<const U*>(s), n, ops::ReduceOp::K, \
-                     "shmem_" #N "_" #OP "_reduce");                                                  \
+                     "shmem_" #N "_" #OP "_reduce");                                                 \
   }
 #define HP_REDUCE_BIT(T, N) HP_REDUCE(T, N, and, kAnd) HP_REDUCE(T, N, or, kOr) HP_REDUCE(T, N, xor, kXor)
 #define HP_REDUCE_MINMAX(T, N) HP_REDUCE(T, N, max, kMax) HP_REDUCE(T, N, min, kMin)
@@ -287,41 +305,40 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   Check(ops::TeamBarrier(t->id), "shmem_barrier");
 }
 
-#define HP_ASET(S)                                                                                               \
-  void shmem_broadcast##S(void* d, const void* s, size_t n, int root, int start, int log_stride, int size,      \
-                          long* pSync) {                                                                         \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_broadcast" #S);                            \
-    Broadcast(t, d, s, n * (S / 8), root, false, "shmem_broadcast" #S);                                          \
-  }                                                                                                              \
-  void shmem_collect##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {   \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_collect" #S);                              \
-    Collect(t, d, s, n * (S / 8), "shmem_collect" #S);                                                           \
-  }                                                                                                              \
-  void shmem_fcollect##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {  \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_fcollect" #S);                             \
-    Fcollect(t, d, s, n * (S / 8), "shmem_fcollect" #S);                                                         \
-  }                                                                                                              \
-  void shmem_alltoall##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {  \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_alltoall" #S);                             \
-    Alltoall(t, d, s, n * (S / 8), "shmem_alltoall" #S);                                                         \
-  }                                                                                                              \
-  void shmem_alltoalls##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int start,            \
-                          int log_stride, int size, long* pSync) {                                               \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_alltoalls" #S);                            \
-    Alltoalls(t, d, s, dst, sst, n, S / 8, "shmem_alltoalls" #S);                                                \
+#define HP_ASET(S)                                                                                                   \
+  void shmem_broadcast##S(void* d, const void* s, size_t n, int root, int start, int log_stride, int size,           \
+                          long* pSync) {                                                                             \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_broadcast" #S);                                \
+    Broadcast(t, d, s, n * (S / 8), root, false, "shmem_broadcast" #S);                                              \
+  }                                                                                                                  \
+  void shmem_collect##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {        \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_collect" #S);                                  \
+    Collect(t, d, s, n * (S / 8), "shmem_collect" #S);                                                               \
+  }                                                                                                                  \
+  void shmem_fcollect##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {       \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_fcollect" #S);                                 \
+    Fcollect(t, d, s, n * (S / 8), "shmem_fcollect" #S);                                                             \
+  }                                                                                                                  \
+  void shmem_alltoall##S(void* d, const void* s, size_t n, int start, int log_stride, int size, long* pSync) {       \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_alltoall" #S);                                 \
+    Alltoall(t, d, s, n * (S / 8), "shmem_alltoall" #S);                                                             \
+  }                                                                                                                  \
+  void shmem_alltoalls##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int start, int log_stride, \
+                          int size, long* pSync) {                                                                   \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, "shmem_alltoalls" #S);                                \
+    Alltoalls(t, d, s, dst, sst, n, S / 8, "shmem_alltoalls" #S);                                                    \
   }
 HP_ASET(32)
 HP_ASET(64)
 
-#define HP_TOALL(T, N, OP, K)                                                                                    \
-  void shmem_##N##_##OP##_to_all(T* d, const T* s, int n, int start, int log_stride, int size, T* pWrk,         \
-                                 long* pSync) {                                                                  \
-    const char* fn = "shmem_" #N "_" #OP "_to_all";                                                              \
-    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, fn);                                              \
-    if (n < 0) Fatal(fn, "nreduce is negative");                                                                 \
-    using U = Impl<T>::type;                                                                                     \
-    Reduce<U>(t, reinterpret_cast<U*>(d), reinterpret_cast<const U*>(s), static_cast<size_t>(n), ops::ReduceOp::K, \
-              fn);                                                                                               \
+#define HP_TOALL(T, N, OP, K)                                                                                          \
+  void shmem_##N##_##OP##_to_all(T* d, const T* s, int n, int start, int log_stride, int size, T* pWrk, long* pSync) { \
+    const char* fn = "shmem_" #N "_" #OP "_to_all";                                                                    \
+    shmem_team_t t = ActiveSet(start, log_stride, size, pSync, fn);                                                    \
+    if (n < 0) Fatal(fn, "nreduce is negative");                                                                       \
+    using U = Impl<T>::type;                                                                                           \
+    Reduce<U>(t, reinterpret_cast<U*>(d), reinterpret_cast<const U*>(s), static_cast<size_t>(n), ops::ReduceOp::K,     \
+              fn);                                                                                                     \
   }
 #define HP_TOALL_BIT(T, N) HP_TOALL(T, N, and, kAnd) HP_TOALL(T, N, or, kOr) HP_TOALL(T, N, xor, kXor)
 #define HP_TOALL_MINMAX(T, N) HP_TOALL(T, N, max, kMax) HP_TOALL(T, N, min, kMin)

@@ -111,8 +111,10 @@ void IGet(shmem_ctx_t ctx, void* dest, const void* src, ptrdiff_t dst, ptrdiff_t
   for (size_t i = 0; i < n; ++i) {
     char* to = d + static_cast<ptrdiff_t>(i) * dst * static_cast<ptrdiff_t>(elem);
     ptrdiff_t from = static_cast<ptrdiff_t>(i) * sst * static_cast<ptrdiff_t>(elem);
-    if (peer) std::memcpy(to, peer + from, elem);
-    else Check(ops::GetMem(to, s + from, elem, g), fn);
+    if (peer)
+      std::memcpy(to, peer + from, elem);
+    else
+      Check(ops::GetMem(to, s + from, elem, g), fn);
   }
 }
 
@@ -208,12 +210,18 @@ bool ValidCmp(int cmp) { return cmp >= SHMEM_CMP_EQ && cmp <= SHMEM_CMP_LE; }
 template <class T>
 bool Holds(T v, int cmp, T x) {
   switch (cmp) {
-    case SHMEM_CMP_EQ: return v == x;
-    case SHMEM_CMP_NE: return v != x;
-    case SHMEM_CMP_GT: return v > x;
-    case SHMEM_CMP_GE: return v >= x;
-    case SHMEM_CMP_LT: return v < x;
-    case SHMEM_CMP_LE: return v <= x;
+    case SHMEM_CMP_EQ:
+      return v == x;
+    case SHMEM_CMP_NE:
+      return v != x;
+    case SHMEM_CMP_GT:
+      return v > x;
+    case SHMEM_CMP_GE:
+      return v >= x;
+    case SHMEM_CMP_LT:
+      return v < x;
+    case SHMEM_CMP_LE:
+      return v <= x;
   }
   return false;
 }
@@ -235,8 +243,8 @@ void WaitFor(const std::function<bool()>& ready, const char* fn, const T* first,
   Check(WaitUntil(ready,
                   [&] {
                     return std::string(fn) + " on " + std::to_string(n) + " variable(s) at " +
-                           std::to_string(reinterpret_cast<uintptr_t>(first)) + " (" + CmpText(cmp) +
-                           "), first now " + std::to_string(static_cast<long double>(Load(first)));
+                           std::to_string(reinterpret_cast<uintptr_t>(first)) + " (" + CmpText(cmp) + "), first now " +
+                           std::to_string(static_cast<long double>(Load(first)));
                   }),
         fn);
 }
@@ -292,8 +300,7 @@ size_t TestSome(T* v, size_t n, size_t* ind, const int* st, int cmp, T x, const 
 template <class T>
 void WaitAll(T* v, size_t n, const int* st, int cmp, T x, const T* xs, const char* fn) {
   CheckCmp(cmp, fn);
-  WaitFor<T>([&] { return CountHolding(v, n, nullptr, st, cmp, x, xs, SIZE_MAX) == Active<T>(n, st); }, fn, v, cmp,
-             n);
+  WaitFor<T>([&] { return CountHolding(v, n, nullptr, st, cmp, x, xs, SIZE_MAX) == Active<T>(n, st); }, fn, v, cmp, n);
 }
 template <class T>
 size_t WaitAny(T* v, size_t n, const int* st, int cmp, T x, const T* xs, const char* fn) {
@@ -320,111 +327,115 @@ extern "C" {
 
 // ---------------------------------------------------------------- RMA
 
-#define HP_RMA(T, N)                                                                                             \
-  void shmem_ctx_##N##_put(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                  \
-    PutBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_put");                                                    \
-  }                                                                                                              \
-  void shmem_##N##_put(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_put(D(), d, s, n, pe); }            \
-  void shmem_ctx_##N##_put_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                              \
-    PutBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_put_nbi");                                                \
-  }                                                                                                              \
-  void shmem_##N##_put_nbi(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_put_nbi(D(), d, s, n, pe); }    \
-  void shmem_ctx_##N##_get(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                  \
-    GetBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_get");                                                    \
-  }                                                                                                              \
-  void shmem_##N##_get(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_get(D(), d, s, n, pe); }            \
-  void shmem_ctx_##N##_get_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                              \
-    GetBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_get_nbi");                                                \
-  }                                                                                                              \
-  void shmem_##N##_get_nbi(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_get_nbi(D(), d, s, n, pe); }    \
+#define HP_RMA(T, N)                                                                                                \
+  void shmem_ctx_##N##_put(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                     \
+    PutBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_put");                                                       \
+  }                                                                                                                 \
+  void shmem_##N##_put(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_put(D(), d, s, n, pe); }               \
+  void shmem_ctx_##N##_put_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                 \
+    PutBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_put_nbi");                                                   \
+  }                                                                                                                 \
+  void shmem_##N##_put_nbi(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_put_nbi(D(), d, s, n, pe); }       \
+  void shmem_ctx_##N##_get(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                     \
+    GetBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_get");                                                       \
+  }                                                                                                                 \
+  void shmem_##N##_get(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_get(D(), d, s, n, pe); }               \
+  void shmem_ctx_##N##_get_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                                 \
+    GetBytes(c, d, s, n * sizeof(T), pe, "shmem_" #N "_get_nbi");                                                   \
+  }                                                                                                                 \
+  void shmem_##N##_get_nbi(T* d, const T* s, size_t n, int pe) { shmem_ctx_##N##_get_nbi(D(), d, s, n, pe); }       \
   void shmem_ctx_##N##_p(shmem_ctx_t c, T* d, T v, int pe) { PutBytes(c, d, &v, sizeof(T), pe, "shmem_" #N "_p"); } \
-  void shmem_##N##_p(T* d, T v, int pe) { shmem_ctx_##N##_p(D(), d, v, pe); }                                    \
-  T shmem_ctx_##N##_g(shmem_ctx_t c, const T* s, int pe) {                                                       \
-    T v;                                                                                                         \
-    GetBytes(c, &v, s, sizeof(T), pe, "shmem_" #N "_g");                                                         \
-    return v;                                                                                                    \
-  }                                                                                                              \
-  T shmem_##N##_g(const T* s, int pe) { return shmem_ctx_##N##_g(D(), s, pe); }                                  \
-  void shmem_ctx_##N##_iput(shmem_ctx_t c, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {   \
-    IPut(c, d, s, dst, sst, n, sizeof(T), pe, "shmem_" #N "_iput");                                              \
-  }                                                                                                              \
-  void shmem_##N##_iput(T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                      \
-    shmem_ctx_##N##_iput(D(), d, s, dst, sst, n, pe);                                                            \
-  }                                                                                                              \
-  void shmem_ctx_##N##_iget(shmem_ctx_t c, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {   \
-    IGet(c, d, s, dst, sst, n, sizeof(T), pe, "shmem_" #N "_iget");                                              \
-  }                                                                                                              \
-  void shmem_##N##_iget(T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                      \
-    shmem_ctx_##N##_iget(D(), d, s, dst, sst, n, pe);                                                            \
-  }                                                                                                              \
-  void shmem_ctx_##N##_put_signal(shmem_ctx_t c, T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op,  \
-                                  int pe) {                                                                      \
-    PutSignal(c, d, s, n * sizeof(T), sig, v, op, pe, "shmem_" #N "_put_signal");                                \
-  }                                                                                                              \
-  void shmem_##N##_put_signal(T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {           \
-    shmem_ctx_##N##_put_signal(D(), d, s, n, sig, v, op, pe);                                                    \
-  }                                                                                                              \
-  void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, uint64_t* sig, uint64_t v,      \
-                                      int op, int pe) {                                                          \
-    PutSignal(c, d, s, n * sizeof(T), sig, v, op, pe, "shmem_" #N "_put_signal_nbi");                            \
-  }                                                                                                              \
-  void shmem_##N##_put_signal_nbi(T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {       \
-    shmem_ctx_##N##_put_signal_nbi(D(), d, s, n, sig, v, op, pe);                                                \
+  void shmem_##N##_p(T* d, T v, int pe) { shmem_ctx_##N##_p(D(), d, v, pe); }                                       \
+  T shmem_ctx_##N##_g(shmem_ctx_t c, const T* s, int pe) {                                                          \
+    T v;                                                                                                            \
+    GetBytes(c, &v, s, sizeof(T), pe, "shmem_" #N "_g");                                                            \
+    return v;                                                                                                       \
+  }                                                                                                                 \
+  T shmem_##N##_g(const T* s, int pe) { return shmem_ctx_##N##_g(D(), s, pe); }                                     \
+  void shmem_ctx_##N##_iput(shmem_ctx_t c, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {      \
+    IPut(c, d, s, dst, sst, n, sizeof(T), pe, "shmem_" #N "_iput");                                                 \
+  }                                                                                                                 \
+  void shmem_##N##_iput(T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                         \
+    shmem_ctx_##N##_iput(D(), d, s, dst, sst, n, pe);                                                               \
+  }                                                                                                                 \
+  void shmem_ctx_##N##_iget(shmem_ctx_t c, T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {      \
+    IGet(c, d, s, dst, sst, n, sizeof(T), pe, "shmem_" #N "_iget");                                                 \
+  }                                                                                                                 \
+  void shmem_##N##_iget(T* d, const T* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                         \
+    shmem_ctx_##N##_iget(D(), d, s, dst, sst, n, pe);                                                               \
+  }                                                                                                                 \
+  void shmem_ctx_##N##_put_signal(shmem_ctx_t c, T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op,     \
+                                  int pe) {                                                                         \
+    PutSignal(c, d, s, n * sizeof(T), sig, v, op, pe, "shmem_" #N "_put_signal");                                   \
+  }                                                                                                                 \
+  void shmem_##N##_put_signal(T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {              \
+    shmem_ctx_##N##_put_signal(D(), d, s, n, sig, v, op, pe);                                                       \
+  }                                                                                                                 \
+  void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t c, T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op, \
+                                      int pe) {                                                                     \
+    PutSignal(c, d, s, n * sizeof(T), sig, v, op, pe, "shmem_" #N "_put_signal_nbi");                               \
+  }                                                                                                                 \
+  void shmem_##N##_put_signal_nbi(T* d, const T* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {          \
+    shmem_ctx_##N##_put_signal_nbi(D(), d, s, n, sig, v, op, pe);                                                   \
   }
 HPSHMEM_RMA_TYPES(HP_RMA)
 
-#define HP_SIZED(S)                                                                                              \
-  void shmem_ctx_put##S(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                               \
-    PutBytes(c, d, s, n * (S / 8), pe, "shmem_put" #S);                                                          \
-  }                                                                                                              \
-  void shmem_put##S(void* d, const void* s, size_t n, int pe) { shmem_ctx_put##S(D(), d, s, n, pe); }            \
-  void shmem_ctx_put##S##_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                         \
-    PutBytes(c, d, s, n * (S / 8), pe, "shmem_put" #S "_nbi");                                                   \
-  }                                                                                                              \
-  void shmem_put##S##_nbi(void* d, const void* s, size_t n, int pe) { shmem_ctx_put##S##_nbi(D(), d, s, n, pe); } \
-  void shmem_ctx_get##S(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                               \
-    GetBytes(c, d, s, n * (S / 8), pe, "shmem_get" #S);                                                          \
-  }                                                                                                              \
-  void shmem_get##S(void* d, const void* s, size_t n, int pe) { shmem_ctx_get##S(D(), d, s, n, pe); }            \
-  void shmem_ctx_get##S##_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                         \
-    GetBytes(c, d, s, n * (S / 8), pe, "shmem_get" #S "_nbi");                                                   \
-  }                                                                                                              \
-  void shmem_get##S##_nbi(void* d, const void* s, size_t n, int pe) { shmem_ctx_get##S##_nbi(D(), d, s, n, pe); } \
-  void shmem_ctx_iput##S(shmem_ctx_t c, void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) { \
-    IPut(c, d, s, dst, sst, n, S / 8, pe, "shmem_iput" #S);                                                      \
-  }                                                                                                              \
-  void shmem_iput##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                   \
-    shmem_ctx_iput##S(D(), d, s, dst, sst, n, pe);                                                               \
-  }                                                                                                              \
-  void shmem_ctx_iget##S(shmem_ctx_t c, void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) { \
-    IGet(c, d, s, dst, sst, n, S / 8, pe, "shmem_iget" #S);                                                      \
-  }                                                                                                              \
-  void shmem_iget##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                   \
-    shmem_ctx_iget##S(D(), d, s, dst, sst, n, pe);                                                               \
-  }                                                                                                              \
-  void shmem_ctx_put##S##_signal(shmem_ctx_t c, void* d, const void* s, size_t n, uint64_t* sig, uint64_t v,     \
-                                 int op, int pe) {                                                               \
-    PutSignal(c, d, s, n * (S / 8), sig, v, op, pe, "shmem_put" #S "_signal");                                   \
-  }                                                                                                              \
-  void shmem_put##S##_signal(void* d, const void* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {      \
-    shmem_ctx_put##S##_signal(D(), d, s, n, sig, v, op, pe);                                                     \
-  }                                                                                                              \
-  void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, uint64_t* sig,             \
-                                     uint64_t v, int op, int pe) {                                               \
-    PutSignal(c, d, s, n * (S / 8), sig, v, op, pe, "shmem_put" #S "_signal_nbi");                               \
-  }                                                                                                              \
-  void shmem_put##S##_signal_nbi(void* d, const void* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {  \
-    shmem_ctx_put##S##_signal_nbi(D(), d, s, n, sig, v, op, pe);                                                 \
+#define HP_SIZED(S)                                                                                                  \
+  void shmem_ctx_put##S(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                                   \
+    PutBytes(c, d, s, n * (S / 8), pe, "shmem_put" #S);                                                              \
+  }                                                                                                                  \
+  void shmem_put##S(void* d, const void* s, size_t n, int pe) { shmem_ctx_put##S(D(), d, s, n, pe); }                \
+  void shmem_ctx_put##S##_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                             \
+    PutBytes(c, d, s, n * (S / 8), pe, "shmem_put" #S "_nbi");                                                       \
+  }                                                                                                                  \
+  void shmem_put##S##_nbi(void* d, const void* s, size_t n, int pe) { shmem_ctx_put##S##_nbi(D(), d, s, n, pe); }    \
+  void shmem_ctx_get##S(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                                   \
+    GetBytes(c, d, s, n * (S / 8), pe, "shmem_get" #S);                                                              \
+  }                                                                                                                  \
+  void shmem_get##S(void* d, const void* s, size_t n, int pe) { shmem_ctx_get##S(D(), d, s, n, pe); }                \
+  void shmem_ctx_get##S##_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {                             \
+    GetBytes(c, d, s, n * (S / 8), pe, "shmem_get" #S "_nbi");                                                       \
+  }                                                                                                                  \
+  void shmem_get##S##_nbi(void* d, const void* s, size_t n, int pe) { shmem_ctx_get##S##_nbi(D(), d, s, n, pe); }    \
+  void shmem_ctx_iput##S(shmem_ctx_t c, void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {    \
+    IPut(c, d, s, dst, sst, n, S / 8, pe, "shmem_iput" #S);                                                          \
+  }                                                                                                                  \
+  void shmem_iput##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                       \
+    shmem_ctx_iput##S(D(), d, s, dst, sst, n, pe);                                                                   \
+  }                                                                                                                  \
+  void shmem_ctx_iget##S(shmem_ctx_t c, void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {    \
+    IGet(c, d, s, dst, sst, n, S / 8, pe, "shmem_iget" #S);                                                          \
+  }                                                                                                                  \
+  void shmem_iget##S(void* d, const void* s, ptrdiff_t dst, ptrdiff_t sst, size_t n, int pe) {                       \
+    shmem_ctx_iget##S(D(), d, s, dst, sst, n, pe);                                                                   \
+  }                                                                                                                  \
+  void shmem_ctx_put##S##_signal(shmem_ctx_t c, void* d, const void* s, size_t n, uint64_t* sig, uint64_t v, int op, \
+                                 int pe) {                                                                           \
+    PutSignal(c, d, s, n * (S / 8), sig, v, op, pe, "shmem_put" #S "_signal");                                       \
+  }                                                                                                                  \
+  void shmem_put##S##_signal(void* d, const void* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {          \
+    shmem_ctx_put##S##_signal(D(), d, s, n, sig, v, op, pe);                                                         \
+  }                                                                                                                  \
+  void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, uint64_t* sig, uint64_t v,     \
+                                     int op, int pe) {                                                               \
+    PutSignal(c, d, s, n * (S / 8), sig, v, op, pe, "shmem_put" #S "_signal_nbi");                                   \
+  }                                                                                                                  \
+  void shmem_put##S##_signal_nbi(void* d, const void* s, size_t n, uint64_t* sig, uint64_t v, int op, int pe) {      \
+    shmem_ctx_put##S##_signal_nbi(D(), d, s, n, sig, v, op, pe);                                                     \
   }
 HPSHMEM_SIZES(HP_SIZED)
 
-void shmem_ctx_putmem(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) { PutBytes(c, d, s, n, pe, "shmem_putmem"); }
+void shmem_ctx_putmem(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {
+  PutBytes(c, d, s, n, pe, "shmem_putmem");
+}
 void shmem_putmem(void* d, const void* s, size_t n, int pe) { shmem_ctx_putmem(D(), d, s, n, pe); }
 void shmem_ctx_putmem_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {
   PutBytes(c, d, s, n, pe, "shmem_putmem_nbi");
 }
 void shmem_putmem_nbi(void* d, const void* s, size_t n, int pe) { shmem_ctx_putmem_nbi(D(), d, s, n, pe); }
-void shmem_ctx_getmem(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) { GetBytes(c, d, s, n, pe, "shmem_getmem"); }
+void shmem_ctx_getmem(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {
+  GetBytes(c, d, s, n, pe, "shmem_getmem");
+}
 void shmem_getmem(void* d, const void* s, size_t n, int pe) { shmem_ctx_getmem(D(), d, s, n, pe); }
 void shmem_ctx_getmem_nbi(shmem_ctx_t c, void* d, const void* s, size_t n, int pe) {
   GetBytes(c, d, s, n, pe, "shmem_getmem_nbi");
@@ -461,15 +472,15 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
 
 #define HP_AMO_EXT(T, N)                                                                                        \
   T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t c, const T* s, int pe) {                                           \
-    return AmoT<T>(c, s, AmoOp::kFetch, static_cast<T>(0), static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch");                             \
+    return AmoT<T>(c, s, AmoOp::kFetch, static_cast<T>(0), static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch"); \
   }                                                                                                             \
   T shmem_##N##_atomic_fetch(const T* s, int pe) { return shmem_ctx_##N##_atomic_fetch(D(), s, pe); }           \
   void shmem_ctx_##N##_atomic_set(shmem_ctx_t c, T* d, T v, int pe) {                                           \
-    AmoPost<T>(c, d, AmoOp::kSet, v, pe, "shmem_" #N "_atomic_set");                                          \
+    AmoPost<T>(c, d, AmoOp::kSet, v, pe, "shmem_" #N "_atomic_set");                                            \
   }                                                                                                             \
   void shmem_##N##_atomic_set(T* d, T v, int pe) { shmem_ctx_##N##_atomic_set(D(), d, v, pe); }                 \
   T shmem_ctx_##N##_atomic_swap(shmem_ctx_t c, T* d, T v, int pe) {                                             \
-    return AmoT<T>(c, d, AmoOp::kSwap, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_swap");                                 \
+    return AmoT<T>(c, d, AmoOp::kSwap, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_swap");                   \
   }                                                                                                             \
   T shmem_##N##_atomic_swap(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_swap(D(), d, v, pe); }           \
   void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t c, T* f, const T* s, int pe) {                              \
@@ -482,69 +493,69 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
   void shmem_##N##_atomic_swap_nbi(T* f, T* d, T v, int pe) { *f = shmem_##N##_atomic_swap(d, v, pe); }
 HPSHMEM_EXTENDED_AMO_TYPES(HP_AMO_EXT)
 
-#define HP_AMO_STD(T, N)                                                                                        \
-  T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t c, T* d, T cond, T v, int pe) {                             \
-    return AmoT<T>(c, d, AmoOp::kCompareSwap, v, cond, pe, "shmem_" #N "_atomic_compare_swap");                 \
-  }                                                                                                             \
-  T shmem_##N##_atomic_compare_swap(T* d, T cond, T v, int pe) {                                                \
-    return shmem_ctx_##N##_atomic_compare_swap(D(), d, cond, v, pe);                                            \
-  }                                                                                                             \
-  T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t c, T* d, T v, int pe) {                                        \
-    return AmoT<T>(c, d, AmoOp::kAdd, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_add");                             \
-  }                                                                                                             \
-  T shmem_##N##_atomic_fetch_add(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_fetch_add(D(), d, v, pe); } \
-  void shmem_ctx_##N##_atomic_add(shmem_ctx_t c, T* d, T v, int pe) {                                           \
-    AmoPost<T>(c, d, AmoOp::kAdd, v, pe, "shmem_" #N "_atomic_add");                                          \
-  }                                                                                                             \
-  void shmem_##N##_atomic_add(T* d, T v, int pe) { shmem_ctx_##N##_atomic_add(D(), d, v, pe); }                 \
-  T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t c, T* d, int pe) {                                             \
-    return AmoT<T>(c, d, AmoOp::kAdd, static_cast<T>(1), static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_inc");                          \
-  }                                                                                                             \
-  T shmem_##N##_atomic_fetch_inc(T* d, int pe) { return shmem_ctx_##N##_atomic_fetch_inc(D(), d, pe); }         \
-  void shmem_ctx_##N##_atomic_inc(shmem_ctx_t c, T* d, int pe) {                                                \
-    AmoPost<T>(c, d, AmoOp::kAdd, static_cast<T>(1), pe, "shmem_" #N "_atomic_inc");                                       \
-  }                                                                                                             \
-  void shmem_##N##_atomic_inc(T* d, int pe) { shmem_ctx_##N##_atomic_inc(D(), d, pe); }                         \
-  void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t c, T* f, T* d, T cond, T v, int pe) {                \
-    *f = shmem_ctx_##N##_atomic_compare_swap(c, d, cond, v, pe);                                                \
-  }                                                                                                             \
-  void shmem_##N##_atomic_compare_swap_nbi(T* f, T* d, T cond, T v, int pe) {                                   \
-    *f = shmem_##N##_atomic_compare_swap(d, cond, v, pe);                                                       \
-  }                                                                                                             \
-  void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t c, T* f, T* d, int pe) {                                \
-    *f = shmem_ctx_##N##_atomic_fetch_inc(c, d, pe);                                                            \
-  }                                                                                                             \
-  void shmem_##N##_atomic_fetch_inc_nbi(T* f, T* d, int pe) { *f = shmem_##N##_atomic_fetch_inc(d, pe); }       \
-  void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t c, T* f, T* d, T v, int pe) {                           \
-    *f = shmem_ctx_##N##_atomic_fetch_add(c, d, v, pe);                                                         \
-  }                                                                                                             \
+#define HP_AMO_STD(T, N)                                                                                          \
+  T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t c, T* d, T cond, T v, int pe) {                               \
+    return AmoT<T>(c, d, AmoOp::kCompareSwap, v, cond, pe, "shmem_" #N "_atomic_compare_swap");                   \
+  }                                                                                                               \
+  T shmem_##N##_atomic_compare_swap(T* d, T cond, T v, int pe) {                                                  \
+    return shmem_ctx_##N##_atomic_compare_swap(D(), d, cond, v, pe);                                              \
+  }                                                                                                               \
+  T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t c, T* d, T v, int pe) {                                          \
+    return AmoT<T>(c, d, AmoOp::kAdd, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_add");                 \
+  }                                                                                                               \
+  T shmem_##N##_atomic_fetch_add(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_fetch_add(D(), d, v, pe); }   \
+  void shmem_ctx_##N##_atomic_add(shmem_ctx_t c, T* d, T v, int pe) {                                             \
+    AmoPost<T>(c, d, AmoOp::kAdd, v, pe, "shmem_" #N "_atomic_add");                                              \
+  }                                                                                                               \
+  void shmem_##N##_atomic_add(T* d, T v, int pe) { shmem_ctx_##N##_atomic_add(D(), d, v, pe); }                   \
+  T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t c, T* d, int pe) {                                               \
+    return AmoT<T>(c, d, AmoOp::kAdd, static_cast<T>(1), static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_inc"); \
+  }                                                                                                               \
+  T shmem_##N##_atomic_fetch_inc(T* d, int pe) { return shmem_ctx_##N##_atomic_fetch_inc(D(), d, pe); }           \
+  void shmem_ctx_##N##_atomic_inc(shmem_ctx_t c, T* d, int pe) {                                                  \
+    AmoPost<T>(c, d, AmoOp::kAdd, static_cast<T>(1), pe, "shmem_" #N "_atomic_inc");                              \
+  }                                                                                                               \
+  void shmem_##N##_atomic_inc(T* d, int pe) { shmem_ctx_##N##_atomic_inc(D(), d, pe); }                           \
+  void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t c, T* f, T* d, T cond, T v, int pe) {                  \
+    *f = shmem_ctx_##N##_atomic_compare_swap(c, d, cond, v, pe);                                                  \
+  }                                                                                                               \
+  void shmem_##N##_atomic_compare_swap_nbi(T* f, T* d, T cond, T v, int pe) {                                     \
+    *f = shmem_##N##_atomic_compare_swap(d, cond, v, pe);                                                         \
+  }                                                                                                               \
+  void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t c, T* f, T* d, int pe) {                                  \
+    *f = shmem_ctx_##N##_atomic_fetch_inc(c, d, pe);                                                              \
+  }                                                                                                               \
+  void shmem_##N##_atomic_fetch_inc_nbi(T* f, T* d, int pe) { *f = shmem_##N##_atomic_fetch_inc(d, pe); }         \
+  void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t c, T* f, T* d, T v, int pe) {                             \
+    *f = shmem_ctx_##N##_atomic_fetch_add(c, d, v, pe);                                                           \
+  }                                                                                                               \
   void shmem_##N##_atomic_fetch_add_nbi(T* f, T* d, T v, int pe) { *f = shmem_##N##_atomic_fetch_add(d, v, pe); }
 HPSHMEM_AMO_TYPES(HP_AMO_STD)
 
-#define HP_AMO_BIT1(T, N, OP, K)                                                                                \
-  T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t c, T* d, T v, int pe) {                                       \
-    return AmoT<T>(c, d, AmoOp::K, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_" #OP);                               \
-  }                                                                                                             \
+#define HP_AMO_BIT1(T, N, OP, K)                                                                                  \
+  T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t c, T* d, T v, int pe) {                                         \
+    return AmoT<T>(c, d, AmoOp::K, v, static_cast<T>(0), pe, "shmem_" #N "_atomic_fetch_" #OP);                   \
+  }                                                                                                               \
   T shmem_##N##_atomic_fetch_##OP(T* d, T v, int pe) { return shmem_ctx_##N##_atomic_fetch_##OP(D(), d, v, pe); } \
-  void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t c, T* d, T v, int pe) {                                          \
-    AmoPost<T>(c, d, AmoOp::K, v, pe, "shmem_" #N "_atomic_" #OP);                                            \
-  }                                                                                                             \
-  void shmem_##N##_atomic_##OP(T* d, T v, int pe) { shmem_ctx_##N##_atomic_##OP(D(), d, v, pe); }               \
-  void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t c, T* f, T* d, T v, int pe) {                        \
-    *f = shmem_ctx_##N##_atomic_fetch_##OP(c, d, v, pe);                                                        \
-  }                                                                                                             \
+  void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t c, T* d, T v, int pe) {                                            \
+    AmoPost<T>(c, d, AmoOp::K, v, pe, "shmem_" #N "_atomic_" #OP);                                                \
+  }                                                                                                               \
+  void shmem_##N##_atomic_##OP(T* d, T v, int pe) { shmem_ctx_##N##_atomic_##OP(D(), d, v, pe); }                 \
+  void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t c, T* f, T* d, T v, int pe) {                          \
+    *f = shmem_ctx_##N##_atomic_fetch_##OP(c, d, v, pe);                                                          \
+  }                                                                                                               \
   void shmem_##N##_atomic_fetch_##OP##_nbi(T* f, T* d, T v, int pe) { *f = shmem_##N##_atomic_fetch_##OP(d, v, pe); }
 #define HP_AMO_BIT(T, N) HP_AMO_BIT1(T, N, and, kAnd) HP_AMO_BIT1(T, N, or, kOr) HP_AMO_BIT1(T, N, xor, kXor)
 HPSHMEM_BITWISE_AMO_TYPES(HP_AMO_BIT)
 
-#define HP_AMO_OLD(T, N)                                                                                        \
-  T shmem_##N##_fetch(const T* s, int pe) { return shmem_##N##_atomic_fetch(s, pe); }                           \
-  void shmem_##N##_set(T* d, T v, int pe) { shmem_##N##_atomic_set(d, v, pe); }                                 \
-  T shmem_##N##_swap(T* d, T v, int pe) { return shmem_##N##_atomic_swap(d, v, pe); }                           \
-  T shmem_##N##_cswap(T* d, T cond, T v, int pe) { return shmem_##N##_atomic_compare_swap(d, cond, v, pe); }    \
-  T shmem_##N##_finc(T* d, int pe) { return shmem_##N##_atomic_fetch_inc(d, pe); }                              \
-  void shmem_##N##_inc(T* d, int pe) { shmem_##N##_atomic_inc(d, pe); }                                        \
-  T shmem_##N##_fadd(T* d, T v, int pe) { return shmem_##N##_atomic_fetch_add(d, v, pe); }                      \
+#define HP_AMO_OLD(T, N)                                                                                     \
+  T shmem_##N##_fetch(const T* s, int pe) { return shmem_##N##_atomic_fetch(s, pe); }                        \
+  void shmem_##N##_set(T* d, T v, int pe) { shmem_##N##_atomic_set(d, v, pe); }                              \
+  T shmem_##N##_swap(T* d, T v, int pe) { return shmem_##N##_atomic_swap(d, v, pe); }                        \
+  T shmem_##N##_cswap(T* d, T cond, T v, int pe) { return shmem_##N##_atomic_compare_swap(d, cond, v, pe); } \
+  T shmem_##N##_finc(T* d, int pe) { return shmem_##N##_atomic_fetch_inc(d, pe); }                           \
+  void shmem_##N##_inc(T* d, int pe) { shmem_##N##_atomic_inc(d, pe); }                                      \
+  T shmem_##N##_fadd(T* d, T v, int pe) { return shmem_##N##_atomic_fetch_add(d, v, pe); }                   \
   void shmem_##N##_add(T* d, T v, int pe) { shmem_##N##_atomic_add(d, v, pe); }
 HP_AMO_OLD(int, int)
 HP_AMO_OLD(long, long)
@@ -559,45 +570,47 @@ long shmem_swap(long* d, long v, int pe) { return shmem_long_atomic_swap(d, v, p
 
 // ---------------------------------------------------------------- point-to-point synchronization
 
-#define HP_SYNC(T, N)                                                                                           \
-  void shmem_##N##_wait_until(T* v, int cmp, T x) { WaitAll<T>(v, 1, nullptr, cmp, x, nullptr, "shmem_" #N "_wait_until"); } \
-  void shmem_##N##_wait_until_all(T* v, size_t n, const int* st, int cmp, T x) {                                \
-    WaitAll<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_wait_until_all");                                       \
-  }                                                                                                             \
-  size_t shmem_##N##_wait_until_any(T* v, size_t n, const int* st, int cmp, T x) {                              \
-    return WaitAny<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_wait_until_any");                                \
-  }                                                                                                             \
-  size_t shmem_##N##_wait_until_some(T* v, size_t n, size_t* ind, const int* st, int cmp, T x) {                \
-    return WaitSome<T>(v, n, ind, st, cmp, x, nullptr, "shmem_" #N "_wait_until_some");                         \
-  }                                                                                                             \
-  void shmem_##N##_wait_until_all_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                       \
-    WaitAll<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_all_vector");                                   \
-  }                                                                                                             \
-  size_t shmem_##N##_wait_until_any_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                     \
-    return WaitAny<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_any_vector");                            \
-  }                                                                                                             \
-  size_t shmem_##N##_wait_until_some_vector(T* v, size_t n, size_t* ind, const int* st, int cmp, T* xs) {       \
-    return WaitSome<T>(v, n, ind, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_some_vector");                     \
-  }                                                                                                             \
+#define HP_SYNC(T, N)                                                                                                  \
+  void shmem_##N##_wait_until(T* v, int cmp, T x) {                                                                    \
+    WaitAll<T>(v, 1, nullptr, cmp, x, nullptr, "shmem_" #N "_wait_until");                                             \
+  }                                                                                                                    \
+  void shmem_##N##_wait_until_all(T* v, size_t n, const int* st, int cmp, T x) {                                       \
+    WaitAll<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_wait_until_all");                                              \
+  }                                                                                                                    \
+  size_t shmem_##N##_wait_until_any(T* v, size_t n, const int* st, int cmp, T x) {                                     \
+    return WaitAny<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_wait_until_any");                                       \
+  }                                                                                                                    \
+  size_t shmem_##N##_wait_until_some(T* v, size_t n, size_t* ind, const int* st, int cmp, T x) {                       \
+    return WaitSome<T>(v, n, ind, st, cmp, x, nullptr, "shmem_" #N "_wait_until_some");                                \
+  }                                                                                                                    \
+  void shmem_##N##_wait_until_all_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                              \
+    WaitAll<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_all_vector");                            \
+  }                                                                                                                    \
+  size_t shmem_##N##_wait_until_any_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                            \
+    return WaitAny<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_any_vector");                     \
+  }                                                                                                                    \
+  size_t shmem_##N##_wait_until_some_vector(T* v, size_t n, size_t* ind, const int* st, int cmp, T* xs) {              \
+    return WaitSome<T>(v, n, ind, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_wait_until_some_vector");              \
+  }                                                                                                                    \
   int shmem_##N##_test(T* v, int cmp, T x) { return TestAll<T>(v, 1, nullptr, cmp, x, nullptr, "shmem_" #N "_test"); } \
-  int shmem_##N##_test_all(T* v, size_t n, const int* st, int cmp, T x) {                                       \
-    return TestAll<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_test_all");                                      \
-  }                                                                                                             \
-  size_t shmem_##N##_test_any(T* v, size_t n, const int* st, int cmp, T x) {                                    \
-    return TestAny<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_test_any");                                      \
-  }                                                                                                             \
-  size_t shmem_##N##_test_some(T* v, size_t n, size_t* ind, const int* st, int cmp, T x) {                      \
-    return TestSome<T>(v, n, ind, st, cmp, x, nullptr, "shmem_" #N "_test_some");                               \
-  }                                                                                                             \
-  int shmem_##N##_test_all_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                              \
-    return TestAll<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_all_vector");                                  \
-  }                                                                                                             \
-  size_t shmem_##N##_test_any_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                           \
-    return TestAny<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_any_vector");                                  \
-  }                                                                                                             \
-  size_t shmem_##N##_test_some_vector(T* v, size_t n, size_t* ind, const int* st, int cmp, T* xs) {             \
-    return TestSome<T>(v, n, ind, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_some_vector");                           \
-  }                                                                                                             \
+  int shmem_##N##_test_all(T* v, size_t n, const int* st, int cmp, T x) {                                              \
+    return TestAll<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_test_all");                                             \
+  }                                                                                                                    \
+  size_t shmem_##N##_test_any(T* v, size_t n, const int* st, int cmp, T x) {                                           \
+    return TestAny<T>(v, n, st, cmp, x, nullptr, "shmem_" #N "_test_any");                                             \
+  }                                                                                                                    \
+  size_t shmem_##N##_test_some(T* v, size_t n, size_t* ind, const int* st, int cmp, T x) {                             \
+    return TestSome<T>(v, n, ind, st, cmp, x, nullptr, "shmem_" #N "_test_some");                                      \
+  }                                                                                                                    \
+  int shmem_##N##_test_all_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                                     \
+    return TestAll<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_all_vector");                           \
+  }                                                                                                                    \
+  size_t shmem_##N##_test_any_vector(T* v, size_t n, const int* st, int cmp, T* xs) {                                  \
+    return TestAny<T>(v, n, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_any_vector");                           \
+  }                                                                                                                    \
+  size_t shmem_##N##_test_some_vector(T* v, size_t n, size_t* ind, const int* st, int cmp, T* xs) {                    \
+    return TestSome<T>(v, n, ind, st, cmp, static_cast<T>(0), xs, "shmem_" #N "_test_some_vector");                    \
+  }                                                                                                                    \
   void shmem_##N##_wait(T* v, T x) { WaitAll<T>(v, 1, nullptr, SHMEM_CMP_NE, x, nullptr, "shmem_" #N "_wait"); }
 HPSHMEM_SYNC_TYPES(HP_SYNC)
 

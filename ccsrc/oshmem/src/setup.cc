@@ -136,8 +136,7 @@ namespace {
 int AgreeSplit(shmem_team_t parent, int rc, std::initializer_list<shmem_team_t*> made, const char* fn) {
   auto* word = static_cast<int64_t*>(S().scratch);
   *word = rc != 0;
-  Check(ops::Allreduce(word, 1, ops::DType::kInt64, ops::ReduceOp::kMax, ops::AllreduceAlgorithm::kAuto,
-                       parent->id),
+  Check(ops::Allreduce(word, 1, ops::DType::kInt64, ops::ReduceOp::kMax, ops::AllreduceAlgorithm::kAuto, parent->id),
         fn);
   if (*word == 0) return 0;
   for (shmem_team_t* t : made) {
@@ -164,8 +163,8 @@ void InitImpl(const char* fn, int level) {
   attr.nranks = EnvInt("HYPER_PARALLEL_SHMEM_NRANKS", 1);
   attr.rank = EnvInt("HYPER_PARALLEL_SHMEM_RANK", 0);
   if (attr.nranks < 1 || attr.rank >= attr.nranks)
-    Fatal(fn, "HYPER_PARALLEL_SHMEM_RANK=" + std::to_string(attr.rank) + " is not below HYPER_PARALLEL_SHMEM_NRANKS=" +
-                  std::to_string(attr.nranks));
+    Fatal(fn, "HYPER_PARALLEL_SHMEM_RANK=" + std::to_string(attr.rank) +
+                  " is not below HYPER_PARALLEL_SHMEM_NRANKS=" + std::to_string(attr.nranks));
   UniqueId id{};
   if (const char* hex = Env("HYPER_PARALLEL_SHMEM_UNIQUE_ID")) {
     if (!Unhex(hex, id.bytes, kUniqueIdBytes)) Fatal(fn, "HYPER_PARALLEL_SHMEM_UNIQUE_ID is malformed");
@@ -309,13 +308,9 @@ void shmem_global_exit(int status) {
 int shmem_my_pe(void) { return S().initialized ? S().me : -1; }
 int shmem_n_pes(void) { return S().initialized ? S().npes : -1; }
 
-int shmem_pe_accessible(int pe) {
-  return S().initialized && pe >= 0 && pe < S().npes && PeerTransport(pe) != nullptr;
-}
+int shmem_pe_accessible(int pe) { return S().initialized && pe >= 0 && pe < S().npes && PeerTransport(pe) != nullptr; }
 
-int shmem_addr_accessible(const void* addr, int pe) {
-  return shmem_pe_accessible(pe) && IsSymmetric(Sym(addr), 1);
-}
+int shmem_addr_accessible(const void* addr, int pe) { return shmem_pe_accessible(pe) && IsSymmetric(Sym(addr), 1); }
 
 void* shmem_ptr(const void* dest, int pe) {
   if (!S().initialized) return nullptr;
@@ -505,9 +500,7 @@ int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
   return 0;
 }
 
-int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
-  return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
-}
+int shmem_ctx_create(long options, shmem_ctx_t* ctx) { return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx); }
 
 void shmem_ctx_destroy(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;

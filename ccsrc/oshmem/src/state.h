@@ -17,12 +17,12 @@
 #include "shmem.h"
 
 struct hpshmem_team_s {
-  int id = -1;                 // the runtime's team id (hpshmem::kTeamWorld for the world)
-  int me = -1;                 // this PE's index in the team
-  std::vector<int> pes;        // global PE of each member
-  std::vector<int> index_of;   // team index of each global PE, -1 if not a member
+  int id = -1;                // the runtime's team id (hpshmem::kTeamWorld for the world)
+  int me = -1;                // this PE's index in the team
+  std::vector<int> pes;       // global PE of each member
+  std::vector<int> index_of;  // team index of each global PE, -1 if not a member
   shmem_team_config_t config{0};
-  bool predefined = false;     // world and shared: never destroyed
+  bool predefined = false;            // world and shared: never destroyed
   std::vector<shmem_ctx_t> contexts;  // created from this team, destroyed with it
 };
 
@@ -43,9 +43,9 @@ struct State {
   uintptr_t data_lo = 0;
   size_t data_bytes = 0;
   uint8_t* data_heap = nullptr;
-  void* scratch = nullptr;     // symmetric, kScratchBytes: counts exchanged by collect
+  void* scratch = nullptr;  // symmetric, kScratchBytes: counts exchanged by collect
   size_t scratch_bytes = 0;
-  std::mutex mu;               // teams, contexts, active sets, allocation sizes
+  std::mutex mu;  // teams, contexts, active sets, allocation sizes
   // Peers whose memory is mapped here are reached with plain loads, stores
   // and CPU atomics (a put of 8 bytes: ~9 ns instead of ~30 through the
   // runtime's checks and virtual calls); the rest through the runtime.
@@ -99,8 +99,10 @@ void PutToPe(void* d, const void* src, size_t bytes, int g, const char* fn);
 // PublishStores and Notify, inline (they cost more than the copy as calls).
 inline void WakeDirect(int pe) {
   const State& s = S();
-  if (s.asym_wake) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s.asym_wake)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   Doorbell* b = s.bells[pe];
   if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
 }
@@ -115,8 +117,8 @@ inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
   shmem_team_t t = ctx->team;
   if (!t || t->id == kTeamWorld) return pe;  // checked by the runtime with the rest
   if (pe < 0 || pe >= static_cast<int>(t->pes.size()))
-    Fatal(fn, "PE " + std::to_string(pe) + " is out of range for the context's team of " +
-                  std::to_string(t->pes.size()));
+    Fatal(fn,
+          "PE " + std::to_string(pe) + " is out of range for the context's team of " + std::to_string(t->pes.size()));
   return t->pes[pe];
 }
 

@@ -41,8 +41,8 @@ class OffsetAllocator {
 
  private:
   size_t capacity_;
-  std::map<size_t, size_t> free_;  // offset -> length, non-adjacent
-  std::map<size_t, size_t> live_;  // offset -> length taken (rounded up to 64)
+  std::map<size_t, size_t> free_;     // offset -> length, non-adjacent
+  std::map<size_t, size_t> live_;     // offset -> length taken (rounded up to 64)
   std::map<size_t, size_t> retired_;  // offset -> length: neither live nor free
   std::map<size_t, size_t> asked_;    // live offset -> bytes requested (live_ holds them rounded up)
   size_t live_bytes_ = 0, peak_bytes_ = 0, retired_bytes_ = 0;

@@ -24,7 +24,8 @@ std::string Missing(Runtime* rt, int64_t epoch) {
     if (std::atomic_ref<uint64_t>(h->barrier_entered).load(std::memory_order_acquire) < static_cast<uint64_t>(epoch))
       missing += (missing.empty() ? "" : ", ") + std::to_string(p);
   }
-  std::string out = "rank(s) that have not entered it: " + (missing.empty() ? std::string("none of this host") : missing);
+  std::string out =
+      "rank(s) that have not entered it: " + (missing.empty() ? std::string("none of this host") : missing);
   if (!unknown.empty()) out += "; on other hosts, not known: " + unknown;
   return out;
 }

@@ -68,8 +68,8 @@ struct MacInput {
 #pragma pack(pop)
 static_assert(sizeof(UidWire) <= kUniqueIdBytes, "unique id too large");
 
-uint64_t Mac(const uint8_t secret[16], char label, uint64_t job, int rank, int nranks,
-             const uint8_t sn[16], const uint8_t cn[16]) {
+uint64_t Mac(const uint8_t secret[16], char label, uint64_t job, int rank, int nranks, const uint8_t sn[16],
+             const uint8_t cn[16]) {
   MacInput in{};
   in.label = label;
   in.job_id = job;
@@ -247,8 +247,9 @@ Status Bootstrap::Create(BootstrapParams p, std::unique_ptr<Bootstrap>* out) {
   if (!p.has_secret) {
     static std::once_flag warned;
     std::call_once(warned, [] {
-      HP_WARN("bootstrap is unauthenticated: set HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET on every rank "
-              "(the unique-id path always authenticates)");
+      HP_WARN(
+          "bootstrap is unauthenticated: set HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET on every rank "
+          "(the unique-id path always authenticates)");
     });
   }
   Status s = p.rank == 0 ? b->RunRoot(p) : b->RunClient(p);
@@ -284,9 +285,8 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
       std::string missing;
       for (int r = 1; r < nranks_; ++r)
         if (!conns_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      return Status::Timeout("rank(s) " + missing + " did not join the job within " +
-                             Seconds(timeout_sec_) + " s (" + std::to_string(joined + 1) + " of " +
-                             std::to_string(nranks_) + " ranks present)");
+      return Status::Timeout("rank(s) " + missing + " did not join the job within " + Seconds(timeout_sec_) + " s (" +
+                             std::to_string(joined + 1) + " of " + std::to_string(nranks_) + " ranks present)");
     }
     int r = ::poll(pfds.data(), pfds.size(), ms);
     if (r < 0 && errno != EINTR) return Status::FromErrno("poll on bootstrap listener");
@@ -320,24 +320,28 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
       Pending& c = *pending[i];
       bool drop = false;
       std::string why;
-      ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got,
-                         MSG_DONTWAIT);
-      if (n > 0) c.got += static_cast<size_t>(n);
+      ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got, MSG_DONTWAIT);
+      if (n > 0)
+        c.got += static_cast<size_t>(n);
       else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         drop = true;
         why = "closed during the handshake";
       }
       if (!drop && c.got == sizeof(Hello)) {
         const Hello& h = c.hello;
-        if (h.magic != kHelloMagic) why = "bad magic";
-        else if (h.version != kProtocolVersion) why = "protocol version " + std::to_string(h.version);
-        else if (h.job_id != job_id_) why = "another job's id";
+        if (h.magic != kHelloMagic)
+          why = "bad magic";
+        else if (h.version != kProtocolVersion)
+          why = "protocol version " + std::to_string(h.version);
+        else if (h.job_id != job_id_)
+          why = "another job's id";
         else if (h.nranks != nranks_)
           why = "world size " + std::to_string(h.nranks) + " (this job has " + std::to_string(nranks_) + ")";
-        else if (h.rank <= 0 || h.rank >= nranks_) why = "rank " + std::to_string(h.rank) + " out of range";
-        else if (conns_[h.rank].valid()) why = "rank " + std::to_string(h.rank) + " already joined";
-        else if (has_secret_ &&
-                 !MacEqual(h.mac, Mac(secret_, 'C', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce)))
+        else if (h.rank <= 0 || h.rank >= nranks_)
+          why = "rank " + std::to_string(h.rank) + " out of range";
+        else if (conns_[h.rank].valid())
+          why = "rank " + std::to_string(h.rank) + " already joined";
+        else if (has_secret_ && !MacEqual(h.mac, Mac(secret_, 'C', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce)))
           why = "a wrong secret";
         if (why.empty()) {
           Welcome w{kWelcomeMagic, 0,
@@ -384,8 +388,11 @@ Status Bootstrap::RunClient(const BootstrapParams& p) {
   std::string root = "rank 0 (bootstrap " + p.host + ":" + std::to_string(p.port) + ")";
   if (p.root_machine && IsLoopbackHost(p.host) && p.root_machine != MachineHash()) {
     // Its loopback is not ours: connecting would reach nobody, or a stranger.
-    return Status::Bootstrap("rank " + std::to_string(rank_) + ": rank 0 runs on another machine but advertised "
-                             "the loopback address " + p.host + "; set HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST on rank 0 "
+    return Status::Bootstrap("rank " + std::to_string(rank_) +
+                             ": rank 0 runs on another machine but advertised "
+                             "the loopback address " +
+                             p.host +
+                             "; set HYPER_PARALLEL_SHMEM_BOOTSTRAP_HOST on rank 0 "
                              "to an address the other hosts can reach (or MASTER_ADDR / MS_SCHED_HOST to the "
                              "rendezvous host, whose route picks it)");
   }

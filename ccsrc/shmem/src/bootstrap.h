@@ -29,7 +29,7 @@ struct BootstrapParams {
   int nranks = 0;
   std::string host;  // where rank 0 listens
   int port = 0;
-  Fd listener;       // rank 0 on the unique-id path: opened by GetUniqueId
+  Fd listener;  // rank 0 on the unique-id path: opened by GetUniqueId
   uint64_t job_id = 0;
   bool has_secret = false;
   uint8_t secret[16] = {};
@@ -39,9 +39,8 @@ struct BootstrapParams {
 
 // Resolves the rendezvous of `attr` (unique id or endpoint) into params.
 // `endpoint` and `secret_text` come from the Config.
-Status ResolveBootstrap(const InitAttr& attr, const std::string& endpoint,
-                        const std::string& secret_text, const std::string& job_text,
-                        double timeout_sec, BootstrapParams* out);
+Status ResolveBootstrap(const InitAttr& attr, const std::string& endpoint, const std::string& secret_text,
+                        const std::string& job_text, double timeout_sec, BootstrapParams* out);
 
 class Bootstrap {
  public:

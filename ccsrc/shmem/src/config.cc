@@ -39,12 +39,18 @@ Status ParseByteSize(const std::string& text, const char* what, size_t* out) {
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   std::string suffix = s.substr(i);
   unsigned shift = 0;
-  if (suffix.empty() || suffix == "b") shift = 0;
-  else if (suffix == "k" || suffix == "kb" || suffix == "kib") shift = 10;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib") shift = 20;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib") shift = 30;
-  else if (suffix == "t" || suffix == "tb" || suffix == "tib") shift = 40;
-  else return bad();
+  if (suffix.empty() || suffix == "b")
+    shift = 0;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib")
+    shift = 10;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
+    shift = 20;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
+    shift = 30;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib")
+    shift = 40;
+  else
+    return bad();
   if (shift && n > (~0ULL >> shift)) return bad();
   *out = static_cast<size_t>(n << shift);
   return Status::OK();
@@ -52,8 +58,7 @@ Status ParseByteSize(const std::string& text, const char* what, size_t* out) {
 
 namespace {
 
-constexpr char kTimeoutRange[] =
-    "must be a number of seconds > 0 and <= 1e9, or inf to wait forever";
+constexpr char kTimeoutRange[] = "must be a number of seconds > 0 and <= 1e9, or inf to wait forever";
 
 // (0, kMaxFiniteTimeoutSec] or +inf. NaN, zero, negatives and finite values
 // past the range are refused rather than silently turned into "forever".
@@ -66,9 +71,12 @@ constexpr double kMaxWaitPhaseUs = 1e6;
 // auto | spin | yield | <spin_us>,<yield_us>
 Status ParseWaitMode(const char* v, Config* c) {
   std::string t = Lower(v);
-  if (t == "auto") c->wait_mode = Config::WaitMode::kAuto;
-  else if (t == "spin") c->wait_mode = Config::WaitMode::kSpin;
-  else if (t == "yield") c->wait_mode = Config::WaitMode::kYield;
+  if (t == "auto")
+    c->wait_mode = Config::WaitMode::kAuto;
+  else if (t == "spin")
+    c->wait_mode = Config::WaitMode::kSpin;
+  else if (t == "yield")
+    c->wait_mode = Config::WaitMode::kYield;
   else {
     char* end = nullptr;
     errno = 0;
@@ -119,10 +127,14 @@ Status Config::Build(const InitAttr& attr, Config* out) {
   }
   if (const char* v = Env("HYPER_PARALLEL_SHMEM_LOG_LEVEL")) {
     std::string l = Lower(v);
-    if (l == "error") c.log_level = LogLevel::kError;
-    else if (l == "warn" || l == "warning") c.log_level = LogLevel::kWarn;
-    else if (l == "info") c.log_level = LogLevel::kInfo;
-    else if (l == "debug") c.log_level = LogLevel::kDebug;
+    if (l == "error")
+      c.log_level = LogLevel::kError;
+    else if (l == "warn" || l == "warning")
+      c.log_level = LogLevel::kWarn;
+    else if (l == "info")
+      c.log_level = LogLevel::kInfo;
+    else if (l == "debug")
+      c.log_level = LogLevel::kDebug;
     else
       return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_LOG_LEVEL='") + v +
                                      "' must be one of error, warn, info, debug");

@@ -11,16 +11,16 @@
 namespace hpshmem {
 
 struct Config {
-  size_t heap_bytes = size_t{1} << 30;  // SYMMETRIC_MEMORY_HEAP_SIZE
-  double timeout_sec = 120.0;           // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC
-  int block_dim = 1;                    // HYPER_PARALLEL_SHMEM_BLOCK_DIM
-  LogLevel log_level = LogLevel::kWarn; // HYPER_PARALLEL_SHMEM_LOG_LEVEL
-  std::string endpoint;                 // HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT
-  std::string secret;                   // HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET
-  std::string job_id;                   // HYPER_PARALLEL_SHMEM_JOB_ID (endpoint path)
-  std::string host_id;                  // HYPER_PARALLEL_SHMEM_HOST_ID (overrides the detected host)
-  bool force_ucx = false;               // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx (auto: by host)
-  bool ucx_rma = false;                 // HYPER_PARALLEL_SHMEM_UCX_RMA=1: puts/gets as UCX RMA, not messages
+  size_t heap_bytes = size_t{1} << 30;   // SYMMETRIC_MEMORY_HEAP_SIZE
+  double timeout_sec = 120.0;            // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC
+  int block_dim = 1;                     // HYPER_PARALLEL_SHMEM_BLOCK_DIM
+  LogLevel log_level = LogLevel::kWarn;  // HYPER_PARALLEL_SHMEM_LOG_LEVEL
+  std::string endpoint;                  // HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT
+  std::string secret;                    // HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET
+  std::string job_id;                    // HYPER_PARALLEL_SHMEM_JOB_ID (endpoint path)
+  std::string host_id;                   // HYPER_PARALLEL_SHMEM_HOST_ID (overrides the detected host)
+  bool force_ucx = false;                // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx (auto: by host)
+  bool ucx_rma = false;                  // HYPER_PARALLEL_SHMEM_UCX_RMA=1: puts/gets as UCX RMA, not messages
   // HYPER_PARALLEL_SHMEM_WAIT: how a wait spends its time before it sleeps.
   // kAuto chooses by this rank's CPUs and the ranks sharing them (WaitPolicy);
   // kCustom takes wait_spin_us / wait_yield_us as given.

@@ -50,20 +50,21 @@ std::string DebugState() {
   }
   std::lock_guard<std::mutex> alk(rt->alloc_mu);
   static const char* kLevels[] = {"error", "warn", "info", "debug"};
-  o << "{\"initialized\": true, \"rank\": " << rt->rank << ", \"world_size\": " << rt->nranks
-    << ", \"transport\": \"" << (rt->ucx ? "shm+ucx" : "shm") << "\", \"peer_transports\": [";
+  o << "{\"initialized\": true, \"rank\": " << rt->rank << ", \"world_size\": " << rt->nranks << ", \"transport\": \""
+    << (rt->ucx ? "shm+ucx" : "shm") << "\", \"peer_transports\": [";
   for (int r = 0; r < rt->nranks; ++r) o << (r ? ", " : "") << "\"" << PeerTransport(r) << "\"";
   o << "], \"config\": {\"heap_bytes\": " << rt->heap_bytes << ", \"timeout_sec\": " << rt->config.timeout_sec
     << ", \"block_dim\": " << rt->config.block_dim << ", \"log_level\": \""
-    << kLevels[static_cast<int>(rt->config.log_level)] << "\", \"authenticated\": "
-    << (rt->boot->has_secret() ? "true" : "false") << ", \"streaming_copy_bytes\": "
+    << kLevels[static_cast<int>(rt->config.log_level)]
+    << "\", \"authenticated\": " << (rt->boot->has_secret() ? "true" : "false") << ", \"streaming_copy_bytes\": "
     << (StreamingCopyThreshold() == SIZE_MAX ? std::string("null") : std::to_string(StreamingCopyThreshold()))
     << "}, \"wait\": {\"mode\": \"" << rt->wait.mode << "\", \"cpus\": " << rt->wait.cpus
     << ", \"ranks_sharing_cpus\": " << rt->wait.sharing
     << ", \"oversubscribed\": " << (rt->wait.oversubscribed ? "true" : "false")
     << ", \"spin_us\": " << rt->wait.spin_ns / 1000.0 << ", \"yield_us\": " << rt->wait.yield_ns / 1000.0
-    << ", \"fenceless_wake\": " << (AsymWake() ? "true" : "false") << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live()
-    << ", \"bytes_peak\": " << rt->alloc->bytes_peak() << ", \"bytes_free\": "
+    << ", \"fenceless_wake\": " << (AsymWake() ? "true" : "false")
+    << "}, \"heap\": {\"bytes_live\": " << rt->alloc->bytes_live() << ", \"bytes_peak\": " << rt->alloc->bytes_peak()
+    << ", \"bytes_free\": "
     << rt->heap_bytes - rt->alloc->bytes_live() - rt->alloc->bytes_retired()
     // Freed blocks not yet reusable: a view of them lives on some rank, or they were freed
     // after the last allocator call (which is where ranks agree to reuse them).

@@ -53,9 +53,8 @@ Status VerifyCollectiveCall(Runtime* rt, uint64_t kind, uint64_t a, uint64_t b, 
     held |= r.held;
     if (r.seq != seq) {
       return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(p) + " is at allocator call #" +
-                                        std::to_string(r.seq) + " while rank " + std::to_string(rt->rank) +
-                                        " is at #" + std::to_string(seq) +
-                                        " (every rank must allocate and free in the same order)");
+                                        std::to_string(r.seq) + " while rank " + std::to_string(rt->rank) + " is at #" +
+                                        std::to_string(seq) + " (every rank must allocate and free in the same order)");
     }
     if (r.kind != mine.kind || r.a != mine.a || r.b != mine.b) {
       return Status::CollectiveMismatch(std::string(what) + ": allocator call #" + std::to_string(seq) +
@@ -90,9 +89,8 @@ Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
   if (!s.ok()) {
     return Status::OutOfMemory(std::string(what) + ": symmetric heap exhausted: " + s.message() + "; " +
                                std::to_string(rt->alloc->bytes_live()) + " of " + std::to_string(rt->heap_bytes) +
-                               " bytes live in " + std::to_string(rt->alloc->live().size()) +
-                               " allocations, " + RetiredNote(rt) + "largest free block " +
-                               std::to_string(rt->alloc->largest_free()) +
+                               " bytes live in " + std::to_string(rt->alloc->live().size()) + " allocations, " +
+                               RetiredNote(rt) + "largest free block " + std::to_string(rt->alloc->largest_free()) +
                                " bytes; raise SYMMETRIC_MEMORY_HEAP_SIZE (e.g. " +
                                std::to_string(((rt->heap_bytes + bytes) >> 30) + 1) + "g)");
   }
@@ -125,8 +123,10 @@ Status FreeImpl(void* ptr, bool deferred, uint64_t* token) {
   if (busy == ~uint64_t{0}) {
     // Every rank sees the same slots busy, so every rank keeps this block retired alike.
     if (rt->deferred_unslotted++ == 0) {
-      HP_WARN("FreeDeferred: %d freed allocations are still referenced by views; further ones stay out of the "
-              "heap until finalize", Runtime::kDeferSlots);
+      HP_WARN(
+          "FreeDeferred: %d freed allocations are still referenced by views; further ones stay out of the "
+          "heap until finalize",
+          Runtime::kDeferSlots);
     }
     *token = 0;
     return Status::OK();
@@ -158,7 +158,6 @@ Status Calloc(size_t count, size_t size, void** out) {
   // copy, or the memset would erase the write.
   return Barrier();
 }
-
 
 Status Free(void* ptr) {
   uint64_t unused;

@@ -14,10 +14,9 @@ void Logf(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2,
 
 }  // namespace hpshmem
 
-#define HP_LOG(level, ...)                                                   \
-  do {                                                                       \
-    if (static_cast<int>(level) <= static_cast<int>(::hpshmem::GetLogLevel())) \
-      ::hpshmem::Logf(level, __VA_ARGS__);                                   \
+#define HP_LOG(level, ...)                                                                                          \
+  do {                                                                                                              \
+    if (static_cast<int>(level) <= static_cast<int>(::hpshmem::GetLogLevel())) ::hpshmem::Logf(level, __VA_ARGS__); \
   } while (0)
 #define HP_WARN(...) HP_LOG(::hpshmem::LogLevel::kWarn, __VA_ARGS__)
 #define HP_INFO(...) HP_LOG(::hpshmem::LogLevel::kInfo, __VA_ARGS__)

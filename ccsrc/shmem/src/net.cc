@@ -87,8 +87,7 @@ Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl, const st
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-      return Status::PeerDead(peer + " closed the connection");
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return Status::PeerDead(peer + " closed the connection");
     return Status::FromErrno("send to " + peer);
   }
   return Status::OK();
@@ -118,8 +117,7 @@ Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl, const std::str
 Status ParseEndpoint(const std::string& endpoint, std::string* host, int* port) {
   const std::string prefix = "tcp://";
   auto bad = [&](const char* why) {
-    return Status::InvalidArgument("bootstrap endpoint '" + endpoint + "' " + why +
-                                   " (expected tcp://host:port)");
+    return Status::InvalidArgument("bootstrap endpoint '" + endpoint + "' " + why + " (expected tcp://host:port)");
   };
   if (endpoint.compare(0, prefix.size(), prefix) != 0) return bad("does not start with tcp://");
   std::string rest = endpoint.substr(prefix.size());
@@ -168,14 +166,20 @@ Status ListenTcp(const std::string& host, int port, Fd* out, int* bound_port) {
   Status last = Status::InvalidArgument("no address for '" + host + "'");
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) { last = Status::FromErrno("socket"); continue; }
+    if (!fd.valid()) {
+      last = Status::FromErrno("socket");
+      continue;
+    }
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       last = Status::FromErrno("bind bootstrap listener to " + host + ":" + std::to_string(port));
       continue;
     }
-    if (::listen(fd.get(), 1024) != 0) { last = Status::FromErrno("listen"); continue; }
+    if (::listen(fd.get(), 1024) != 0) {
+      last = Status::FromErrno("listen");
+      continue;
+    }
     sockaddr_storage ss{};
     socklen_t sl = sizeof ss;
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl);
@@ -230,7 +234,10 @@ Status ConnectTcp(const std::string& host, int port, const Deadline& dl, Fd* out
     HPSHMEM_RETURN_IF_ERROR(Resolve(host, port, false, &res));
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
       Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-      if (!fd.valid()) { last = Status::FromErrno("socket"); continue; }
+      if (!fd.valid()) {
+        last = Status::FromErrno("socket");
+        continue;
+      }
       int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
       if (rc != 0 && errno == EINPROGRESS) {
         pollfd p{fd.get(), POLLOUT, 0};

@@ -26,9 +26,9 @@ class Deadline {
   // seconds: > kMaxFiniteTimeoutSec or +inf never expires; NaN or <= 0 has expired.
   explicit Deadline(double seconds)
       : end_(seconds > kMaxFiniteTimeoutSec ? Clock::time_point::max()
-             : seconds > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double>(seconds))
-                           : Clock::now()) {}
+             : seconds > 0
+                 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))
+                 : Clock::now()) {}
   bool Expired() const { return end_ != Clock::time_point::max() && Clock::now() >= end_; }
   // Milliseconds left, clamped to [0, cap_ms].
   int RemainingMs(int cap_ms = 1 << 30) const;
@@ -49,7 +49,11 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
-  int Release() { int f = fd_; fd_ = -1; return f; }
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
   void Reset(int fd = -1);
 
  private:

@@ -66,8 +66,7 @@ std::vector<bool> SameHostPeers(const std::vector<PeerCard>& cards, int me) {
   std::vector<bool> local(cards.size(), false);
   for (size_t r = 0; r < cards.size(); ++r) {
     bool forced = cards[me].force_ucx || cards[r].force_ucx;
-    local[r] = static_cast<int>(r) == me ||
-               (!forced && std::strcmp(cards[r].host_key, cards[me].host_key) == 0);
+    local[r] = static_cast<int>(r) == me || (!forced && std::strcmp(cards[r].host_key, cards[me].host_key) == 0);
   }
   return local;
 }
@@ -118,7 +117,8 @@ Status Connect(Runtime* rt) {
   for (int r = 0; r < rt->nranks; ++r) {
     cards[r].host_key[sizeof cards[r].host_key - 1] = 0;
     cards[r].sock_name[sizeof cards[r].sock_name - 1] = 0;
-    if (cards[r].heap_bytes != me.heap_bytes) sizes += " rank " + std::to_string(r) + "=" + std::to_string(cards[r].heap_bytes);
+    if (cards[r].heap_bytes != me.heap_bytes)
+      sizes += " rank " + std::to_string(r) + "=" + std::to_string(cards[r].heap_bytes);
   }
   if (!sizes.empty()) {
     return Status::CollectiveMismatch("symmetric heap sizes differ between ranks (this rank " +
@@ -138,12 +138,11 @@ Status Connect(Runtime* rt) {
   }
   HPSHMEM_RETURN_IF_ERROR(rt->shm->Connect(cards, local, rt->config.timeout_sec));
   rt->segment->CloseFd();  // every same-host peer holds its own mapping now
-  if (any_remote) {  // every rank enters; a rank without remote peers gets no transport
+  if (any_remote) {        // every rank enters; a rank without remote peers gets no transport
     std::vector<bool> remote(rt->nranks);
     for (int r = 0; r < rt->nranks; ++r) remote[r] = !local[r];
-    HPSHMEM_RETURN_IF_ERROR(
-        UcxTransport::Create(rt->boot.get(), rt->segment.get(), remote, rt->config.timeout_sec, rt->config.ucx_rma,
-                             &rt->ucx));
+    HPSHMEM_RETURN_IF_ERROR(UcxTransport::Create(rt->boot.get(), rt->segment.get(), remote, rt->config.timeout_sec,
+                                                 rt->config.ucx_rma, &rt->ucx));
   }
   for (int r = 0; r < rt->nranks; ++r) {
     rt->route[r] = local[r] ? static_cast<Transport*>(rt->shm.get()) : rt->ucx.get();
@@ -346,11 +345,10 @@ Status Init(const InitAttr& attr) {
   for (int r = 0; r < rt->nranks; ++r) rt->peer_state[r].store(0);
 
   BootstrapParams bp;
-  HPSHMEM_RETURN_IF_ERROR(ResolveBootstrap(attr, rt->config.endpoint, rt->config.secret, rt->config.job_id,
-                                           rt->config.timeout_sec, &bp));
-  HPSHMEM_RETURN_IF_ERROR(Bootstrap::Create(std::move(bp), &rt->boot));
   HPSHMEM_RETURN_IF_ERROR(
-      LocalSegment::Create(rt->heap_bytes, rt->rank, rt->nranks, rt->boot->job_id(), &rt->segment));
+      ResolveBootstrap(attr, rt->config.endpoint, rt->config.secret, rt->config.job_id, rt->config.timeout_sec, &bp));
+  HPSHMEM_RETURN_IF_ERROR(Bootstrap::Create(std::move(bp), &rt->boot));
+  HPSHMEM_RETURN_IF_ERROR(LocalSegment::Create(rt->heap_bytes, rt->rank, rt->nranks, rt->boot->job_id(), &rt->segment));
   Status s = Connect(rt.get());
   if (!s.ok()) {
     Release(rt.get());
@@ -440,7 +438,15 @@ Status BootstrapBarrier() {
 }
 
 bool IsInitialized() { return CurrentRuntime() != nullptr; }
-int MyPe() { CallScope call; Runtime* rt = call.rt(); return rt ? rt->rank : -1; }
-int NPes() { CallScope call; Runtime* rt = call.rt(); return rt ? rt->nranks : 0; }
+int MyPe() {
+  CallScope call;
+  Runtime* rt = call.rt();
+  return rt ? rt->rank : -1;
+}
+int NPes() {
+  CallScope call;
+  Runtime* rt = call.rt();
+  return rt ? rt->nranks : 0;
+}
 
 }  // namespace hpshmem

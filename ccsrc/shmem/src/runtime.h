@@ -60,7 +60,7 @@ struct Runtime {
   std::vector<uint8_t*> peer_sym;     // each rank's symmetric range mapped here, or null (not load/store reachable)
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
-  uint64_t alloc_seq = 0;        // collective allocator calls so far
+  uint64_t alloc_seq = 0;  // collective allocator calls so far
   // Deferred frees (FreeDeferred): a freed block whose memory something
   // outside the runtime may still reference stays retired in the allocator,
   // in a slot, until every rank has let it go (ReleaseDeferred). Slots and
@@ -73,9 +73,9 @@ struct Runtime {
   uint64_t deferred_unslotted = 0;  // deferred frees retired until finalize (all slots were busy)
   uint64_t generation = 0;          // distinguishes this runtime's deferral tokens from an earlier one's
   uint64_t barrier_epoch = 0;
-  uint8_t* sym_base = nullptr;   // this rank's symmetric range: workspace, then heap
+  uint8_t* sym_base = nullptr;  // this rank's symmetric range: workspace, then heap
   size_t sym_bytes = 0;
-  uint8_t* heap = nullptr;       // this rank's user heap (sym_base + kWorkspaceBytes)
+  uint8_t* heap = nullptr;  // this rank's user heap (sym_base + kWorkspaceBytes)
   size_t heap_bytes = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> peer_state;
   std::atomic<int> lost_count{0};
@@ -169,8 +169,7 @@ inline Status SymOffset(const Runtime* rt, const void* p, size_t bytes, const ch
 Status CheckSignal(const Runtime* rt, const void* sig, SignalType type, const char* what, size_t* off);
 // SignalWaitUntil on a live runtime; a lost rank fails it only where scope[rank] (any, when null).
 Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                  const char* label, const std::vector<uint8_t>* scope,
-                  const std::function<Status()>* probe = nullptr);
+                  const char* label, const std::vector<uint8_t>* scope, const std::function<Status()>* probe = nullptr);
 
 // ---------------------------------------------------------------- waiting
 
@@ -179,7 +178,7 @@ Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_
 double WaitTimeoutSec(const Runtime* rt);
 std::string WaitTimeoutSource();
 
-constexpr int kSleepSliceMs = 50;     // futex sleeps re-check death/deadline this often
+constexpr int kSleepSliceMs = 50;  // futex sleeps re-check death/deadline this often
 
 // The wait loop shared by signal waits and barriers, on a word of this rank's
 // segment (where every transport delivers) whose changes ring `bell`. `ready` re-reads the watched
@@ -201,8 +200,10 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
   if (policy.spin_ns > 0) {
     // The clock is read every 32 pauses (~1 us): a read costs about one pause.
     for (int i = 1;; ++i) {
-      if (remote) remote->Progress();
-      else CpuRelax();
+      if (remote)
+        remote->Progress();
+      else
+        CpuRelax();
       if (ready()) return Status::OK();
       if ((i & 31) == 0 &&
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count() >= policy.spin_ns)

@@ -30,8 +30,7 @@ void* MapAligned(int fd, size_t bytes, size_t align, size_t skew) {
 }
 
 void RetireMapping(void* addr, size_t bytes) {
-  void* r = ::mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
-                   0);
+  void* r = ::mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) ::munmap(addr, bytes);  // out of mappings: at least never touch the heap again
 }
 
@@ -76,7 +75,7 @@ Status HostKey(const std::string& host_id, std::string* out) {
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  struct stat st {};
+  struct stat st{};
   ::stat("/proc/self/ns/net", &st);
   *out = boot + "/" + std::to_string(static_cast<unsigned long long>(st.st_ino));
   return Status::OK();

@@ -58,7 +58,7 @@ struct PeerCard {
   uint64_t heap_bytes;
   int32_t pid;
   uint32_t uid;
-  uint8_t force_ucx;   // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx on this rank: no shared memory with it
+  uint8_t force_ucx;  // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx on this rank: no shared memory with it
   // Which CPUs this rank may run on, and on which machine (boot id: the same
   // for simulated hosts of one machine, which share its CPUs too), so that
   // each rank can count who competes for its cores (WaitPolicy).

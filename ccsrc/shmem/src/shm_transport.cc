@@ -193,11 +193,12 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     ::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl);
     LinkHello hl{};
     std::string why;
-    if (cred.uid != ::getuid()) why = "uid " + std::to_string(cred.uid) + " is not this job's user";
+    if (cred.uid != ::getuid())
+      why = "uid " + std::to_string(cred.uid) + " is not this job's user";
     else if (!RecvAll(c.get(), &hl, sizeof hl, Deadline(kLinkHandshakeSec), "a local process").ok())
       why = "no hello";
-    else if (hl.magic != kLinkHelloMagic || hl.job_id != boot->job_id() || hl.to != rank_ ||
-             hl.from <= rank_ || hl.from >= nranks_ || !local[hl.from] || links_[hl.from].valid() ||
+    else if (hl.magic != kLinkHelloMagic || hl.job_id != boot->job_id() || hl.to != rank_ || hl.from <= rank_ ||
+             hl.from >= nranks_ || !local[hl.from] || links_[hl.from].valid() ||
              !MacEqual(hl.mac, LinkMac(boot, 'L', hl.from, rank_, hl.nonce)) || cred.pid != all[hl.from].pid)
       why = "bad hello";
     if (!why.empty()) {
@@ -212,7 +213,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
   listener_.Reset();  // the abstract name disappears with the socket
 
   auto map_peer = [&](int j, Fd fd) -> Status {
-    struct stat st {};
+    struct stat st{};
     if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("fstat of rank " + std::to_string(j) + "'s heap");
     if (static_cast<size_t>(st.st_size) != segment_bytes)
       return Status::Bootstrap("rank " + std::to_string(j) + "'s heap segment has the wrong size");
@@ -231,8 +232,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     LinkMsg ack{};
     Fd fd;
     HPSHMEM_RETURN_IF_ERROR(RecvWithFd(links_[j].get(), &ack, sizeof ack, &fd, dl, peer));
-    if (ack.magic != kLinkAckMagic || ack.rank != j ||
-        !MacEqual(ack.mac, LinkMac(boot, 'A', j, rank_, sent[j].nonce)))
+    if (ack.magic != kLinkAckMagic || ack.rank != j || !MacEqual(ack.mac, LinkMac(boot, 'A', j, rank_, sent[j].nonce)))
       return Status::Bootstrap(peer + " could not prove it belongs to this job");
     HPSHMEM_RETURN_IF_ERROR(map_peer(j, std::move(fd)));
     LinkMsg m{kLinkFdMagic, rank_, 0};
@@ -279,8 +279,7 @@ Status ShmTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes
   return Signal(pe, sig_off, type, op, value);
 }
 
-Status ShmTransport::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
-                         int64_t* old) {
+Status ShmTransport::Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) {
   // Streaming stores of a large put are not ordered by a plain release:
   // fence so that every earlier put is visible before the update.
   StoreFence();

@@ -6,12 +6,18 @@ namespace hpshmem {
 
 bool CmpHolds(int64_t v, Cmp c, int64_t x) {
   switch (c) {
-    case Cmp::kEq: return v == x;
-    case Cmp::kNe: return v != x;
-    case Cmp::kGt: return v > x;
-    case Cmp::kGe: return v >= x;
-    case Cmp::kLt: return v < x;
-    case Cmp::kLe: return v <= x;
+    case Cmp::kEq:
+      return v == x;
+    case Cmp::kNe:
+      return v != x;
+    case Cmp::kGt:
+      return v > x;
+    case Cmp::kGe:
+      return v >= x;
+    case Cmp::kLt:
+      return v < x;
+    case Cmp::kLe:
+      return v <= x;
   }
   return false;
 }
@@ -41,18 +47,25 @@ Status CheckSignal(const Runtime* rt, const void* sig, SignalType type, const ch
     return Status::TypeError(std::string(what) + ": signal type must be int32 or int64");
   size_t w = static_cast<size_t>(type);
   HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, sig, w, what, off));
-  if (*off % w) return Status::TypeError(std::string(what) + ": signal word is not " + std::to_string(w) + "-byte aligned");
+  if (*off % w)
+    return Status::TypeError(std::string(what) + ": signal word is not " + std::to_string(w) + "-byte aligned");
   return Status::OK();
 }
 
 const char* CmpName(Cmp c) {
   switch (c) {
-    case Cmp::kEq: return "==";
-    case Cmp::kNe: return "!=";
-    case Cmp::kGt: return ">";
-    case Cmp::kGe: return ">=";
-    case Cmp::kLt: return "<";
-    case Cmp::kLe: return "<=";
+    case Cmp::kEq:
+      return "==";
+    case Cmp::kNe:
+      return "!=";
+    case Cmp::kGt:
+      return ">";
+    case Cmp::kGe:
+      return ">=";
+    case Cmp::kLt:
+      return "<";
+    case Cmp::kLe:
+      return "<=";
   }
   return "?";
 }
@@ -105,9 +118,8 @@ Status CheckedAmo(const char* fn, void* target, SignalType width, AmoOp op, AmoO
 }  // namespace
 
 Status Amo(void* target, SignalType width, AmoOp op, int64_t value, int64_t compare, int pe, int64_t* old) {
-  return CheckedAmo("Amo", target, width, op, AmoOp::kFetch, " is unknown", pe, [&](Transport* t, size_t off) {
-    return t->Amo(pe, off, width, op, value, compare, old);
-  });
+  return CheckedAmo("Amo", target, width, op, AmoOp::kFetch, " is unknown", pe,
+                    [&](Transport* t, size_t off) { return t->Amo(pe, off, width, op, value, compare, old); });
 }
 
 Status AmoNbi(void* target, SignalType width, AmoOp op, int64_t value, int pe) {
@@ -122,8 +134,8 @@ Status WaitUntil(const std::function<bool()>& ready, const std::function<std::st
   return WaitLoop(rt, &rt->header()->data, ready, describe);
 }
 
-Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
-                    SignalOp op, int pe) {
+Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value, SignalOp op,
+                    int pe) {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt) return NotInit("PutMemSignal");
@@ -173,8 +185,8 @@ Status SignalFetch(const void* sig, SignalType type, int64_t* out) {
   return Status::OK();
 }
 
-Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                       const char* label, int team) {
+Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed, const char* label,
+                       int team) {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt) return NotInit("SignalWaitUntil");
@@ -206,8 +218,8 @@ Status WaitSignal(Runtime* rt, const void* sig, SignalType type, Cmp cmp, int64_
   };
   auto describe = [&] {
     std::string name = label ? std::string(label) : "signal at heap offset " + std::to_string(off);
-    return "waiting for " + name + " (" + (type == SignalType::kInt32 ? "int32" : "int64") + ") " + CmpName(cmp) +
-           " " + std::to_string(value) + ", last observed " + std::to_string(last);
+    return "waiting for " + name + " (" + (type == SignalType::kInt32 ? "int32" : "int64") + ") " + CmpName(cmp) + " " +
+           std::to_string(value) + ", last observed " + std::to_string(last);
   };
   Status s = WaitLoop(rt, &rt->header()->data, ready, describe, scope, probe);
   if (observed) *observed = last;

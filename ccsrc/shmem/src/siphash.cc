@@ -15,10 +15,20 @@ inline uint64_t Load64(const uint8_t* p) {
 struct State {
   uint64_t v0, v1, v2, v3;
   void Round() {
-    v0 += v1; v1 = Rotl(v1, 13); v1 ^= v0; v0 = Rotl(v0, 32);
-    v2 += v3; v3 = Rotl(v3, 16); v3 ^= v2;
-    v0 += v3; v3 = Rotl(v3, 21); v3 ^= v0;
-    v2 += v1; v1 = Rotl(v1, 17); v1 ^= v2; v2 = Rotl(v2, 32);
+    v0 += v1;
+    v1 = Rotl(v1, 13);
+    v1 ^= v0;
+    v0 = Rotl(v0, 32);
+    v2 += v3;
+    v3 = Rotl(v3, 16);
+    v3 ^= v2;
+    v0 += v3;
+    v3 = Rotl(v3, 21);
+    v3 ^= v0;
+    v2 += v1;
+    v1 = Rotl(v1, 17);
+    v1 ^= v2;
+    v2 = Rotl(v2, 32);
   }
 };
 
@@ -27,8 +37,8 @@ struct State {
 uint64_t SipHash24(const uint8_t key[16], const void* data, size_t len) {
   const uint8_t* in = static_cast<const uint8_t*>(data);
   uint64_t k0 = Load64(key), k1 = Load64(key + 8);
-  State s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
-          k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
+  State s{k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL, k0 ^ 0x6c7967656e657261ULL,
+          k1 ^ 0x7465646279746573ULL};
   size_t full = len - (len % 8);
   for (size_t i = 0; i < full; i += 8) {
     uint64_t m = Load64(in + i);

@@ -7,19 +7,32 @@ namespace hpshmem {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kTypeError: return "type_error";
-    case Code::kNotInitialized: return "not_initialized";
-    case Code::kTimeout: return "timeout";
-    case Code::kPeerDead: return "peer_dead";
-    case Code::kOutOfMemory: return "out_of_memory";
-    case Code::kInvalidFree: return "invalid_free";
-    case Code::kCollectiveMismatch: return "collective_mismatch";
-    case Code::kBootstrap: return "bootstrap";
-    case Code::kSystem: return "system";
-    case Code::kUnsupported: return "unsupported";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kTypeError:
+      return "type_error";
+    case Code::kNotInitialized:
+      return "not_initialized";
+    case Code::kTimeout:
+      return "timeout";
+    case Code::kPeerDead:
+      return "peer_dead";
+    case Code::kOutOfMemory:
+      return "out_of_memory";
+    case Code::kInvalidFree:
+      return "invalid_free";
+    case Code::kCollectiveMismatch:
+      return "collective_mismatch";
+    case Code::kBootstrap:
+      return "bootstrap";
+    case Code::kSystem:
+      return "system";
+    case Code::kUnsupported:
+      return "unsupported";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }

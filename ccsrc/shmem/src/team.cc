@@ -131,7 +131,8 @@ Status Exchange(Runtime* rt, const int* pes, int n, const int64_t* words, const 
         WaitSignal(rt, slot + 3, SignalType::kInt64, Cmp::kGe, seq[i], &seen, label.c_str(), &scope));
     if (seen != seq[i] && bad.empty()) {
       bad = "rank " + std::to_string(pes[i]) + " has created or destroyed " + std::to_string(seen - seq[i]) +
-            " more team(s) shared with rank " + std::to_string(me) + " than this rank (teams must be created in "
+            " more team(s) shared with rank " + std::to_string(me) +
+            " than this rank (teams must be created in "
             "the same order on their members)";
     }
     if (bad.empty()) {
@@ -277,7 +278,8 @@ Status TeamCreate(const int* pes, int n, int* team) {
     if (pes[i] < 0 || pes[i] >= rt->nranks)
       return Status::InvalidArgument("team creation: rank " + std::to_string(pes[i]) + " is out of range [0, " +
                                      std::to_string(rt->nranks) + ")");
-    if (t->member[pes[i]]) return Status::InvalidArgument("team creation: rank " + std::to_string(pes[i]) + " is listed twice");
+    if (t->member[pes[i]])
+      return Status::InvalidArgument("team creation: rank " + std::to_string(pes[i]) + " is listed twice");
     t->member[pes[i]] = 1;
     if (pes[i] == rt->rank) t->me = i;
   }
@@ -317,7 +319,8 @@ Status TeamCreate(const int* pes, int n, int* team) {
   if (s.ok() && no_room >= 0) {
     s = Status::OutOfMemory("team creation: rank " + std::to_string(no_room) + " has no room for a team of " +
                             std::to_string(n) + " ranks in its collective workspace (" +
-                            std::to_string(kWorkspaceBytes) + " bytes, shared by its live teams); destroy teams "
+                            std::to_string(kWorkspaceBytes) +
+                            " bytes, shared by its live teams); destroy teams "
                             "no longer used");
   }
   if (!s.ok()) {

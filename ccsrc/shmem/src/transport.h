@@ -69,8 +69,7 @@ class Transport {
   // Amo (hpshmem.h) on pe's word; blocking, *old (may be null) receives the
   // value before. Applied after every earlier verb of this process to pe;
   // wakes pe's waiters.
-  virtual Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare,
-                     int64_t* old) = 0;
+  virtual Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) = 0;
   // Amo without a result (SET, ADD, AND, OR, XOR) that may return before it
   // is applied: ordered like Amo, completed by Quiet.
   virtual Status AmoNbi(int pe, size_t off, SignalType type, AmoOp op, int64_t value) {

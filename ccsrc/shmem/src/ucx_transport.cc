@@ -23,7 +23,14 @@ namespace hpshmem {
 namespace {
 
 enum AmId : unsigned {
-  kAmSignal = 1, kAmPutSignal, kAmQuietReq, kAmQuietAck, kAmFetchReply, kAmLeave, kAmGet, kAmGetReply,
+  kAmSignal = 1,
+  kAmPutSignal,
+  kAmQuietReq,
+  kAmQuietAck,
+  kAmFetchReply,
+  kAmLeave,
+  kAmGet,
+  kAmGetReply,
   kAmAmo
 };
 
@@ -106,8 +113,8 @@ class Ucx final : public Transport {
                    int64_t value) override;
   Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
   bool HoldsGated() const override { return true; }
-  Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                        SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) override;
+  Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
+                        int64_t value, size_t gate_off, int64_t gate_value) override;
   void ReleaseGated() override;
   Status Quiet() override;
   void Progress() override { ucp_worker_progress(worker_); }
@@ -118,8 +125,7 @@ class Ucx final : public Transport {
     // later (kHandBack), by when the application has usually polled again:
     // waking it now would only make it fight the next send for the lock.
     last_poll_ns_.store(to_sleep ? 0 : NowNs(), std::memory_order_relaxed);
-    if (polling_.fetch_sub(1, std::memory_order_seq_cst) == 1 && to_sleep &&
-        parked_.load(std::memory_order_seq_cst)) {
+    if (polling_.fetch_sub(1, std::memory_order_seq_cst) == 1 && to_sleep && parked_.load(std::memory_order_seq_cst)) {
       FutexWakeAll(reinterpret_cast<uint32_t*>(&parked_));
     }
   }
@@ -184,8 +190,8 @@ class Ucx final : public Transport {
   // echo request. Returns once `src` may be reused.
   Status SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what);
   // Put-with-signal as messages, gated when gate_off is nonzero (see PutSignalGated).
-  Status SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                       SignalOp op, int64_t value, size_t gate_off, int64_t gate_value, const char* what);
+  Status SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
+                       int64_t value, size_t gate_off, int64_t gate_value, const char* what);
   Status RmaPut(int pe, size_t off, const void* src, size_t bytes);
   Status RmaGet(int pe, void* dst, size_t off, size_t bytes);
   // Answers a quiet marker (or a put asking for it) from rank `to`.
@@ -215,20 +221,20 @@ class Ucx final : public Transport {
   std::unique_ptr<std::atomic<uint8_t>[]> dirty_, failed_;
   std::atomic<uint64_t> quiet_round_trips_{0};  // markers Quiet sent
   std::unique_ptr<std::atomic<uint64_t>[]> quiet_sent_, quiet_acked_;
-  std::vector<QuietHdr> ack_slot_;            // echoes in flight, one per peer (their seqs only grow)
-  std::mutex ep_mu_;                          // set-up: endpoint creation vs. echoes that arrive early
-  std::vector<uint64_t> early_echo_;          // markers answered once the endpoint exists
-  std::atomic<bool> eps_ready_{false};        // every endpoint exists
-  std::vector<FetchReplyHdr> fetch_slot_;     // fetch replies in flight, one per peer
+  std::vector<QuietHdr> ack_slot_;                   // echoes in flight, one per peer (their seqs only grow)
+  std::mutex ep_mu_;                                 // set-up: endpoint creation vs. echoes that arrive early
+  std::vector<uint64_t> early_echo_;                 // markers answered once the endpoint exists
+  std::atomic<bool> eps_ready_{false};               // every endpoint exists
+  std::vector<FetchReplyHdr> fetch_slot_;            // fetch replies in flight, one per peer
   std::vector<std::vector<GetReplyHdr>> get_reply_;  // headers of the get replies in flight, per peer
   std::mutex get_mu_;                                // one get in flight per rank
   std::mutex get_reply_mu_;                          // replies vs. the end of their get
   bool get_open_ = false;                            // replies of get_seq_ may still be written
   std::atomic<uint64_t> get_seq_{0}, get_done_{0};
-  uint8_t* get_dst_ = nullptr;                       // where the replies of get_seq_ go
+  uint8_t* get_dst_ = nullptr;  // where the replies of get_seq_ go
   size_t get_len_ = 0, get_received_ = 0;
-  bool rma_ = false;                                 // puts/gets as UCX RMA instead of messages
-  std::mutex fetch_mu_;                       // one fetch in flight per rank
+  bool rma_ = false;     // puts/gets as UCX RMA instead of messages
+  std::mutex fetch_mu_;  // one fetch in flight per rank
   std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
   std::atomic<int64_t> fetch_old_{0};
   Fd epfd_, wake_;
@@ -326,11 +332,10 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   const struct {
     unsigned id;
     ucp_am_recv_callback_t cb;
-  } handlers[] = {{kAmSignal, Incoming<OnSignal>},       {kAmPutSignal, Incoming<OnPutSignal>},
-                  {kAmQuietReq, Incoming<OnQuietReq>},   {kAmQuietAck, Incoming<OnQuietAck>},
-                  {kAmFetchReply, Incoming<OnFetchReply>},
-                  {kAmLeave, Incoming<OnLeave>},         {kAmGet, Incoming<OnGet>},
-                  {kAmGetReply, Incoming<OnGetReply>},   {kAmAmo, Incoming<OnAmo>}};
+  } handlers[] = {
+      {kAmSignal, Incoming<OnSignal>},     {kAmPutSignal, Incoming<OnPutSignal>},   {kAmQuietReq, Incoming<OnQuietReq>},
+      {kAmQuietAck, Incoming<OnQuietAck>}, {kAmFetchReply, Incoming<OnFetchReply>}, {kAmLeave, Incoming<OnLeave>},
+      {kAmGet, Incoming<OnGet>},           {kAmGetReply, Incoming<OnGetReply>},     {kAmAmo, Incoming<OnAmo>}};
   for (const auto& h : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -390,8 +395,8 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
     if (hl[1] > b.size() - 16) return Status::Bootstrap("rank " + std::to_string(pe) + " sent a malformed UCX address");
     rbase_[pe] = hl[0];
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(b.data() + 16);
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = OnEpError;
@@ -415,7 +420,8 @@ Status Ucx::Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& r
   for (int pe : peers_) dirty_[pe] = 1;
   Status s = Quiet();
   if (s.code() == Code::kTimeout) {
-    return Status::Timeout(s.message() + ": UCX could not reach it; check UCX_TLS and UCX_NET_DEVICES (ucx_info -d "
+    return Status::Timeout(s.message() +
+                           ": UCX could not reach it; check UCX_TLS and UCX_NET_DEVICES (ucx_info -d "
                            "lists this host's transports and devices)");
   }
   return s;
@@ -439,8 +445,8 @@ Status Ucx::WaitFor(Done&& done, int pe, const char* what) {
   for (unsigned i = 0; !done(); ++i) {
     if (failed_[pe].load()) return Fail(pe, what, UCS_ERR_CONNECTION_RESET);
     if (interrupted_.load(std::memory_order_acquire)) {
-      return Status::NotInitialized("rank " + std::to_string(rank_) + ": " + what + " to rank " +
-                                    std::to_string(pe) + " was interrupted: the runtime was finalized meanwhile");
+      return Status::NotInitialized("rank " + std::to_string(rank_) + ": " + what + " to rank " + std::to_string(pe) +
+                                    " was interrupted: the runtime was finalized meanwhile");
     }
     if (ucp_worker_progress(worker_)) continue;
     if ((i & 255) == 0) {
@@ -535,8 +541,10 @@ Status Ucx::SendData(int pe, size_t off, const void* src, size_t bytes, PutSigna
     hdrs[i].off = off + pos;
     ucs_status_ptr_t r =
         AmSend(pe, kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr), static_cast<const uint8_t*>(src) + pos, len);
-    if (UCS_PTR_IS_ERR(r)) s = Fail(pe, what, UCS_PTR_STATUS(r));
-    else if (r) reqs.push_back(r);
+    if (UCS_PTR_IS_ERR(r))
+      s = Fail(pe, what, UCS_PTR_STATUS(r));
+    else if (r)
+      reqs.push_back(r);
   }
   for (ucs_status_ptr_t r : reqs) {  // every one, even after a failure: the headers go with this frame
     Status w = Wait(r, pe, what);
@@ -615,8 +623,8 @@ Status Ucx::ProtocolSignal(int pe, size_t off, SignalType type, SignalOp op, int
   return Send(pe, kAmSignal, &h, sizeof h, nullptr, 0, false, "signal");
 }
 
-Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                      SignalOp op, int64_t value) {
+Status Ucx::PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
+                      int64_t value) {
   if (rma_ && bytes > kAmChunk) {
     HPSHMEM_RETURN_IF_ERROR(RmaPut(pe, off, src, bytes));
     return Signal(pe, sig_off, type, op, value);
@@ -633,8 +641,8 @@ Status Ucx::PutSignalGated(int pe, size_t off, const void* src, size_t bytes, si
 Status Ucx::SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                           SignalOp op, int64_t value, size_t gate_off, int64_t gate_value, const char* what) {
   // The signal rides on the last piece, so it lands after every byte.
-  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0, gate_off,
-                    gate_value};
+  PutSignalHdr last{0, sig_off,  value,     static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_,
+                    0, gate_off, gate_value};
   HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, what));
   if (!InCollective()) dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();
@@ -665,8 +673,8 @@ void Ucx::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value) 
   auto t = static_cast<SignalType>(type);
   size_t w = static_cast<size_t>(type);
   if ((t != SignalType::kInt32 && t != SignalType::kInt64) || !InSegment(off, w) || off % w || op > 1) {
-    HP_WARN("UCX: dropped a malformed signal (offset %llu, type %u, op %u)", static_cast<unsigned long long>(off),
-            type, op);
+    HP_WARN("UCX: dropped a malformed signal (offset %llu, type %u, op %u)", static_cast<unsigned long long>(off), type,
+            op);
     return;
   }
   ApplyAtomic(base_ + off, t, static_cast<SignalOp>(op), value);
@@ -713,8 +721,10 @@ ucs_status_t Ucx::OnPutSignal(void* arg, const void* hdr, size_t hlen, void* dat
 void Ucx::ApplyPut(const PutSignalHdr& h, const void* data, size_t len) {
   if (len) std::memcpy(base_ + h.off, data, len);
   StoreFence();
-  if (h.type != kNoSignal) ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
-  else Notify(DoorbellFor(base_, h.off));  // a waiter may watch the bytes themselves (WaitUntil)
+  if (h.type != kNoSignal)
+    ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
+  else
+    Notify(DoorbellFor(base_, h.off));  // a waiter may watch the bytes themselves (WaitUntil)
 }
 
 void Ucx::ReleaseGated() {
@@ -812,8 +822,7 @@ ucs_status_t Ucx::OnFetchReply(void* arg, const void* hdr, size_t hlen, void*, s
   return UCS_OK;
 }
 
-ucs_status_t Ucx::OnLeave(void* arg, const void* hdr, size_t hlen, void* data, size_t len,
-                          const ucp_am_recv_param_t*) {
+ucs_status_t Ucx::OnLeave(void* arg, const void* hdr, size_t hlen, void* data, size_t len, const ucp_am_recv_param_t*) {
   auto* self = static_cast<Ucx*>(arg);
   int32_t from;
   if (hlen != sizeof from || len % sizeof(int32_t)) return UCS_OK;
@@ -913,8 +922,10 @@ void Ucx::ProgressLoop() {
     if (events > 1) {
       auto last = Clock::now();
       while (Clock::now() - last < kProgressLinger) {
-        if (ucp_worker_progress(worker_)) last = Clock::now();
-        else sched_yield();
+        if (ucp_worker_progress(worker_))
+          last = Clock::now();
+        else
+          sched_yield();
       }
     }
     ucs_status_t st = ucp_worker_arm(worker_);
@@ -942,8 +953,10 @@ void Ucx::OnEpError(void* arg, ucp_ep_h, ucs_status_t st) {
 void Ucx::Lost(int pe) {
   if (failed_[pe].exchange(1)) return;
   std::lock_guard<std::mutex> lk(lost_mu_);
-  if (on_lost_) on_lost_({pe});
-  else lost_early_.push_back(pe);
+  if (on_lost_)
+    on_lost_({pe});
+  else
+    lost_early_.push_back(pe);
 }
 
 void Ucx::StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) {

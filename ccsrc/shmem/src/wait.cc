@@ -123,13 +123,21 @@ int64_t ApplyAmoAs(T* word, AmoOp op, T v, T cmp) {
   constexpr auto o = std::memory_order_seq_cst;
   switch (op) {
     case AmoOp::kSet:
-    case AmoOp::kSwap: return w.exchange(v, o);
-    case AmoOp::kAdd: return w.fetch_add(v, o);
-    case AmoOp::kAnd: return w.fetch_and(v, o);
-    case AmoOp::kOr: return w.fetch_or(v, o);
-    case AmoOp::kXor: return w.fetch_xor(v, o);
-    case AmoOp::kCompareSwap: w.compare_exchange_strong(cmp, v, o, o); return cmp;
-    case AmoOp::kFetch: return w.load(o);
+    case AmoOp::kSwap:
+      return w.exchange(v, o);
+    case AmoOp::kAdd:
+      return w.fetch_add(v, o);
+    case AmoOp::kAnd:
+      return w.fetch_and(v, o);
+    case AmoOp::kOr:
+      return w.fetch_or(v, o);
+    case AmoOp::kXor:
+      return w.fetch_xor(v, o);
+    case AmoOp::kCompareSwap:
+      w.compare_exchange_strong(cmp, v, o, o);
+      return cmp;
+    case AmoOp::kFetch:
+      return w.load(o);
   }
   return 0;
 }
@@ -155,9 +163,10 @@ int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value) {
 }
 
 int64_t LoadSignal(const void* p, SignalType t) {
-  int64_t v = t == SignalType::kInt32
-                  ? std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire)
-                  : std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+  int64_t v =
+      t == SignalType::kInt32
+          ? std::atomic_ref<int32_t>(*static_cast<int32_t*>(const_cast<void*>(p))).load(std::memory_order_acquire)
+          : std::atomic_ref<int64_t>(*static_cast<int64_t*>(const_cast<void*>(p))).load(std::memory_order_acquire);
   CrossProcessAcquire();
   return v;
 }
@@ -182,8 +191,10 @@ void AsymWakeBarrier() {
 
 void PublishStores(size_t bytes) {
   // Streaming stores (large copies) are weakly ordered: they keep their fence.
-  if (AsymWake() && bytes < StreamingCopyThreshold()) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else StoreFence();
+  if (AsymWake() && bytes < StreamingCopyThreshold())
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    StoreFence();
 }
 
 void Notify(Doorbell* b) {

@@ -73,8 +73,8 @@ int64_t LoadSignal(const void* word, SignalType type);
 struct WaitPolicy {
   int64_t spin_ns = 50000;
   int64_t yield_ns = 200000;
-  int cpus = 0;       // CPUs this rank may use: affinity mask, capped by the cgroup's CPU quota
-  int sharing = 0;    // ranks of this machine allowed on those CPUs, this one included
+  int cpus = 0;     // CPUs this rank may use: affinity mask, capped by the cgroup's CPU quota
+  int sharing = 0;  // ranks of this machine allowed on those CPUs, this one included
   bool oversubscribed = false;
   std::string mode = "spin";  // what chose it: auto's verdict ("spin" / "yield") or "custom"
 };

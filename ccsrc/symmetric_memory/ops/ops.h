@@ -27,8 +27,8 @@ Status PutMem(void* target, const void* src, size_t bytes, int pe, int block_dim
 Status GetMem(void* dst, const void* src, size_t bytes, int pe, int block_dim = 0);
 // Put, fence, then signal (SET or ADD) on rank pe's `sig`: a waiter that sees
 // the signal sees all the data. Validates the signal before copying.
-Status PutMemSignal(void* target, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
-                    SignalOp op, int pe, int block_dim = 0);
+Status PutMemSignal(void* target, const void* src, size_t bytes, void* sig, SignalType type, int64_t value, SignalOp op,
+                    int pe, int block_dim = 0);
 // Atomic SET/ADD on rank pe's signal word.
 Status SignalOpRemote(void* sig, SignalType type, int64_t value, SignalOp op, int pe);
 // Blocks until the local signal compares true; see hpshmem::SignalWaitUntil

@@ -45,6 +45,7 @@ This module is the public surface; the shared pieces (binding, handler, errors),
 state, the argument checks and the rendezvous handle live in ``_base``, ``_state``, ``_checks``
 and ``_handle``.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,34 +54,110 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from hyper_parallel.core.signals import CompareOp, SignalOp
 from hyper_parallel.core.symmetric_memory._base import (
-    _C, BootstrapError, CollectiveMismatchError, CompareOpArg, Dtype, HeapExhaustedError, IntArg, InvalidFreeError,
-    NotInitializedError, PeerDeadError, ShmemError, ShmemTimeoutError, ShmemTypeError, ShmemUnsupportedError,
-    ShmemValueError, SignalOpArg, Tensor, _handler, _sync, _type_error, _value_error)
+    _C,
+    BootstrapError,
+    CollectiveMismatchError,
+    CompareOpArg,
+    Dtype,
+    HeapExhaustedError,
+    IntArg,
+    InvalidFreeError,
+    NotInitializedError,
+    PeerDeadError,
+    ShmemError,
+    ShmemTimeoutError,
+    ShmemTypeError,
+    ShmemUnsupportedError,
+    ShmemValueError,
+    SignalOpArg,
+    Tensor,
+    _handler,
+    _sync,
+    _type_error,
+    _value_error,
+)
+
 # Private helpers are imported by name too: tests reach some as symm._x.
 from hyper_parallel.core.symmetric_memory._checks import (
-    _block_dim, _compare_op, _copy_args, _default_block_rows, _Indexed, _index, _int, _int64, _matrix, _mode, _overlap,
-    _rank, _signal, _signal_op, _signal_tensor, _signal_value, _symmetric, _tensor, _reduce_dtype, _reduce_op,
-    _algorithm, _group, _group_pes, _group_rank)
+    _algorithm,
+    _block_dim,
+    _compare_op,
+    _copy_args,
+    _default_block_rows,
+    _group,
+    _group_pes,  # noqa: F401 (the compiled ops reach it through this module)
+    _group_rank,
+    _index,  # noqa: F401 (the compiled ops reach it through this module)
+    _Indexed,
+    _int,
+    _int64,
+    _matrix,
+    _mode,
+    _overlap,
+    _rank,
+    _reduce_dtype,
+    _reduce_op,
+    _signal,
+    _signal_op,
+    _signal_tensor,
+    _signal_value,
+    _symmetric,
+    _tensor,
+)
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
+
 # The algorithms import nothing from this package's API; imported once here, not per call (an
 # import statement costs ~0.5 us even when the module is loaded).
 from hyper_parallel.core.symmetric_memory.algorithms import _comm, collectives, fused
 
 __all__ = [
-    "empty", "free", "is_symmetric", "shmem_put", "shmem_get", "shmem_signal_op",
-    "shmem_wait_for_signal", "shmem_put_with_signal", "barrier", "rendezvous", "get_rank",
-    "get_world_size", "finalize", "debug_state", "shmem_allgather", "shmem_alltoall", "shmem_allreduce",
-    "shmem_reduce_scatter", "shmem_broadcast",
-    "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "ShmemError", "ShmemValueError", "ShmemTypeError",
-    "ShmemTimeoutError", "PeerDeadError", "HeapExhaustedError", "InvalidFreeError",
-    "CollectiveMismatchError", "BootstrapError", "NotInitializedError", "ShmemUnsupportedError",
-    "SignalOp", "CompareOp", "SymmetricMemoryHandle",
+    "empty",
+    "free",
+    "is_symmetric",
+    "shmem_put",
+    "shmem_get",
+    "shmem_signal_op",
+    "shmem_wait_for_signal",
+    "shmem_put_with_signal",
+    "barrier",
+    "rendezvous",
+    "get_rank",
+    "get_world_size",
+    "finalize",
+    "debug_state",
+    "shmem_allgather",
+    "shmem_alltoall",
+    "shmem_allreduce",
+    "shmem_reduce_scatter",
+    "shmem_broadcast",
+    "fused_all_gather_matmul",
+    "fused_matmul_reduce_scatter",
+    "ShmemError",
+    "ShmemValueError",
+    "ShmemTypeError",
+    "ShmemTimeoutError",
+    "PeerDeadError",
+    "HeapExhaustedError",
+    "InvalidFreeError",
+    "CollectiveMismatchError",
+    "BootstrapError",
+    "NotInitializedError",
+    "ShmemUnsupportedError",
+    "SignalOp",
+    "CompareOp",
+    "SymmetricMemoryHandle",
 ]
 
 SIGNAL_SET, SIGNAL_ADD = SignalOp.SET, SignalOp.ADD
-CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = (CompareOp.EQ, CompareOp.GT, CompareOp.LT, CompareOp.NE,
-                                                  CompareOp.GE, CompareOp.LE)
+CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = (
+    CompareOp.EQ,
+    CompareOp.GT,
+    CompareOp.LT,
+    CompareOp.NE,
+    CompareOp.GE,
+    CompareOp.LE,
+)
 _fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
 _fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
 _fast_allgather, _fast_alltoall, _fast_allreduce = _C.fast_allgather, _C.fast_alltoall, _C.fast_allreduce
@@ -155,7 +232,8 @@ def free(tensor: Tensor) -> None:
                 raise
             raise InvalidFreeError(
                 f"free(): this tensor ({numel} elements of {dtype}) is not a live symmetric allocation: "
-                f"freed already (free() leaves the tensor empty) or not made by symm.empty() ({e})") from None
+                f"freed already (free() leaves the tensor empty) or not made by symm.empty() ({e})"
+            ) from None
         _state.remove(addr)
         a.token = token
         for ref in a.tensors:
@@ -175,8 +253,16 @@ def is_symmetric(tensor: Tensor) -> bool:
 
 
 # --------------------------------------------------------------------------- primitives
-def shmem_put(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
-              target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
+def shmem_put(
+    target: Tensor,
+    target_offset: IntArg,
+    src: Tensor,
+    src_offset: IntArg,
+    size: IntArg,
+    target_rank: IntArg,
+    *,
+    block_dim: Optional[int] = None,
+) -> None:
     """Copy `size` elements from local ``src[src_offset:]`` to ``target[target_offset:]`` on
     `target_rank` (push). `target` is symmetric; `src` is any CPU tensor of the same dtype.
     Blocking: when it returns the data is in the target's memory. `block_dim` threads
@@ -192,8 +278,16 @@ def shmem_put(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: In
     _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
-def shmem_get(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
-              target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
+def shmem_get(
+    target: Tensor,
+    target_offset: IntArg,
+    src: Tensor,
+    src_offset: IntArg,
+    size: IntArg,
+    target_rank: IntArg,
+    *,
+    block_dim: Optional[int] = None,
+) -> None:
     """Copy `size` elements from symmetric ``src[src_offset:]`` on `target_rank` into local
     ``target[target_offset:]`` (pull). Same units, checks and errors as :func:`shmem_put`.
     """
@@ -205,8 +299,9 @@ def shmem_get(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: In
     _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
 
 
-def shmem_signal_op(signal: Tensor, signal_offset: IntArg, signal_value: IntArg, signal_op: SignalOpArg,
-                    target_rank: IntArg) -> None:
+def shmem_signal_op(
+    signal: Tensor, signal_offset: IntArg, signal_value: IntArg, signal_op: SignalOpArg, target_rank: IntArg
+) -> None:
     """Atomically SET (0) or ADD (1) `signal_value` on ``signal[signal_offset]`` at `target_rank`,
     ordered after every earlier put of this thread, waking that rank's waiters.
     """
@@ -220,8 +315,13 @@ def shmem_signal_op(signal: Tensor, signal_offset: IntArg, signal_value: IntArg,
     _C.signal(addr, width, value, op, _rank(target_rank))
 
 
-def shmem_wait_for_signal(depend_tensor: Optional[Tensor], signal: Tensor, signal_offset: IntArg,
-                          compare_value: IntArg, compare_op: CompareOpArg) -> int:
+def shmem_wait_for_signal(
+    depend_tensor: Optional[Tensor],
+    signal: Tensor,
+    signal_offset: IntArg,
+    compare_value: IntArg,
+    compare_op: CompareOpArg,
+) -> int:
     """Block until the local ``signal[signal_offset]`` compares true with `compare_value`
     (signed) and return the value observed. `depend_tensor` orders the wait after that
     tensor's producer in graph mode; eager execution is already ordered, so it is only checked.
@@ -242,17 +342,39 @@ def shmem_wait_for_signal(depend_tensor: Optional[Tensor], signal: Tensor, signa
     return _C.wait_until(addr, width, cmp, value, f"signal[{off}]")
 
 
-def shmem_put_with_signal(target: Tensor, target_offset: IntArg, src: Tensor, src_offset: IntArg, size: IntArg,
-                          signal: Tensor, signal_offset: IntArg, signal_value: IntArg, signal_op: SignalOpArg,
-                          target_rank: IntArg, *, block_dim: Optional[int] = None) -> None:
+def shmem_put_with_signal(
+    target: Tensor,
+    target_offset: IntArg,
+    src: Tensor,
+    src_offset: IntArg,
+    size: IntArg,
+    signal: Tensor,
+    signal_offset: IntArg,
+    signal_value: IntArg,
+    signal_op: SignalOpArg,
+    target_rank: IntArg,
+    *,
+    block_dim: Optional[int] = None,
+) -> None:
     """:func:`shmem_put`, then a fence, then :func:`shmem_signal_op` on `target_rank`: a rank
     that observes the signal observes every element of the put. All arguments (signal ones
     included) are checked before anything is written.
     """
     if _sync is not None:
         _sync()
-    if _fast_put_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value, signal_op,
-                        target_rank, block_dim):
+    if _fast_put_signal(
+        target,
+        target_offset,
+        src,
+        src_offset,
+        size,
+        signal,
+        signal_offset,
+        signal_value,
+        signal_op,
+        target_rank,
+        block_dim,
+    ):
         return
     dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
     sig, width, _ = _signal(signal, signal_offset)
@@ -278,8 +400,14 @@ def barrier(group: Any = None) -> None:
 
 
 # --------------------------------------------------------------------------- collectives
-def shmem_allgather(output_tensor: Tensor, input_tensor: Tensor, *, mode: str = "push",
-                    block_dim: Optional[int] = None, group: Any = None) -> Tensor:
+def shmem_allgather(
+    output_tensor: Tensor,
+    input_tensor: Tensor,
+    *,
+    mode: str = "push",
+    block_dim: Optional[int] = None,
+    group: Any = None,
+) -> Tensor:
     """Collective. ``output_tensor`` (symmetric, W x numel(input) elements, same dtype) receives
     every rank's ``input_tensor`` concatenated in rank order (flat). Reusable back to back
     with no re-zeroing or barrier; this rank's output is not written by a faster peer before
@@ -302,22 +430,32 @@ def shmem_allgather(output_tensor: Tensor, input_tensor: Tensor, *, mode: str = 
     g = _group(group, "shmem_allgather()")
     w = _state.world if g is None else g.size
     if o_numel != w * i_numel:
-        raise _value_error(f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
-                           f"{w * i_numel} elements, has {o_numel}")
-    collectives.allgather(o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim),
-                          0 if g is None else g.team)
+        raise _value_error(
+            f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
+            f"{w * i_numel} elements, has {o_numel}"
+        )
+    collectives.allgather(
+        o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim), 0 if g is None else g.team
+    )
     return output_tensor
 
 
-def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
-                   receive_list: Union[Sequence[IntArg], Tensor], *, mode: str = "push",
-                   block_dim: Optional[int] = None, group: Any = None) -> Tensor:
+def shmem_alltoall(
+    send_tensor_list: Sequence[Tensor],
+    receive_tensor: Tensor,
+    receive_list: Union[Sequence[IntArg], Tensor],
+    *,
+    mode: str = "push",
+    block_dim: Optional[int] = None,
+    group: Any = None,
+) -> Tensor:
     """Collective. ``send_tensor_list[p]`` goes to rank p; ``receive_tensor`` (symmetric) receives
     the pieces packed in source-rank order, ``receive_list[q]`` elements (a list of ints or an
     integer tensor) from rank q. Uneven and empty pieces are fine; the offsets are exchanged
     by the library, and a size that disagrees with the sender raises CollectiveMismatchError
-    on both sides. In ``mode="pull"`` every send tensor must be symmetric. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
-    name; only its members call, and ranks, roots and list positions are then group ranks.
+    on both sides. In ``mode="pull"`` every send tensor must be symmetric. `group`: None (every
+    rank), a list of global ranks, a torch ProcessGroup or a MindSpore group name; only its
+    members call, and ranks, roots and list positions are then group ranks.
     Returns ``receive_tensor``.
     """
     if _sync is not None:
@@ -336,7 +474,9 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
     for p, t in enumerate(send_tensor_list):
         addr, numel, _, dtype = check(t, _Indexed("send_tensor_list", p))
         if dtype != r_dtype:
-            raise _type_error(f"send_tensor_list[{p}] ({dtype}) and receive_tensor ({r_dtype}) must have the same dtype")
+            raise _type_error(
+                f"send_tensor_list[{p}] ({dtype}) and receive_tensor ({r_dtype}) must have the same dtype"
+            )
         addrs.append(addr)
         elems.append(numel)
     if _handler.is_tensor(receive_list):
@@ -344,10 +484,15 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
             raise _type_error("receive_list must hold integers")
         counts = [int(v) for v in receive_list.tolist()]
     elif isinstance(receive_list, (list, tuple)):
-        counts = list(receive_list) if all(type(v) is int for v in receive_list) else [
-            _int(v, f"receive_list[{q}]") for q, v in enumerate(receive_list)]
+        counts = (
+            list(receive_list)
+            if all(type(v) is int for v in receive_list)
+            else [_int(v, f"receive_list[{q}]") for q, v in enumerate(receive_list)]
+        )
     else:
-        raise _type_error(f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}")
+        raise _type_error(
+            f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}"
+        )
     if len(counts) != w:
         raise _value_error(f"receive_list must have world_size = {w} entries, has {len(counts)}")
     if min(counts, default=0) < 0:
@@ -355,8 +500,9 @@ def shmem_alltoall(send_tensor_list: Sequence[Tensor], receive_tensor: Tensor,
         _C.check_index(_int64(counts[q], f"receive_list[{q}]"), f"receive_list[{q}]")
     if sum(counts) > r_numel:
         raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
-    collectives.alltoall(addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim),
-                         0 if g is None else g.team)
+    collectives.alltoall(
+        addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim), 0 if g is None else g.team
+    )
     return receive_tensor
 
 
@@ -387,8 +533,13 @@ def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str]
     return tensor
 
 
-def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum", *,  # noqa: A002 (torch's name)
-                         group: Any = None) -> Tensor:
+def shmem_reduce_scatter(
+    output: Tensor,
+    input: Tensor,
+    op: str = "sum",
+    *,  # noqa: A002 (torch's name)
+    group: Any = None,
+) -> Tensor:
     """Collective. `output` (any CPU tensor, n elements) on rank r = elements [r*n, (r+1)*n) of the
     element-wise `op` of every rank's `input` (symmetric, world_size x n elements, same dtype).
     Same ops, order and rounding as :func:`shmem_allreduce`; `input` is left unchanged.
@@ -408,15 +559,17 @@ def shmem_reduce_scatter(output: Tensor, input: Tensor, op: str = "sum", *,  # n
     g = _group(group, "shmem_reduce_scatter()")
     w = _state.world if g is None else g.size
     if i_numel != w * o_numel:
-        raise _value_error(f"input must have world_size x numel(output) = {w} x {o_numel} = {w * o_numel} elements, "
-                           f"has {i_numel}")
+        raise _value_error(
+            f"input must have world_size x numel(output) = {w} x {o_numel} = {w * o_numel} elements, has {i_numel}"
+        )
     collectives.reduce_scatter(o_addr, i_addr, o_numel, code, op_code, 0 if g is None else g.team)
     return output
 
 
 def shmem_broadcast(tensor: Tensor, root: IntArg, *, group: Any = None) -> Tensor:
-    """Collective: `tensor` (symmetric) on every rank becomes `root`'s. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
-    name; only its members call, and ranks, roots and list positions are then group ranks.
+    """Collective: `tensor` (symmetric) on every rank becomes `root`'s. `group`: None (every
+    rank), a list of global ranks, a torch ProcessGroup or a MindSpore group name; only its
+    members call, and ranks, roots and list positions are then group ranks.
     (`root` is a group rank, as in OpenSHMEM; torch's ``broadcast`` calls it ``group_src``.)
     Returns `tensor`.
 
@@ -433,9 +586,18 @@ def shmem_broadcast(tensor: Tensor, root: IntArg, *, group: Any = None) -> Tenso
     return tensor
 
 
-def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_out: Tensor, signal: Tensor,
-                            block_size: Optional[IntArg] = None, *, mode: str = "push",
-                            overlap: Optional[bool] = None, group: Any = None) -> Tuple[Tensor, Tensor]:
+def fused_all_gather_matmul(
+    a: Tensor,
+    b: Tensor,
+    c: Optional[Tensor],
+    gather_out: Tensor,
+    signal: Tensor,
+    block_size: Optional[IntArg] = None,
+    *,
+    mode: str = "push",
+    overlap: Optional[bool] = None,
+    group: Any = None,
+) -> Tuple[Tensor, Tensor]:
     """Collective. ``gather_out = AllGather(a)`` along dim 0 and ``c = gather_out @ b``, overlapped:
     each block of ``block_size`` rows of ``a`` is pushed with a signal of its own, and the
     matmul of a block starts as soon as its signal is seen while later blocks are in flight.
@@ -449,7 +611,8 @@ def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_ou
     results never depend on arrival timing. ``overlap=True`` pushes from a worker thread while
     this thread computes; the default (None) does so only on hosts with a core to spare per rank.
     `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
-    name; only its members call, and ranks, roots and list positions are then group ranks. (W is then the group's size.) Returns (gather_out, c).
+    name; only its members call, and ranks, roots and list positions are then group ranks. (W is
+    then the group's size.) Returns (gather_out, c).
     """
     if _sync is not None:
         _sync()
@@ -462,7 +625,9 @@ def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_ou
         raise _value_error(f"a is ({m}, {k}) but b is ({kb}, {n}): inner dimensions differ")
     (_, _, _, g_dtype) = _symmetric(gather_out, "gather_out")
     if _handler.ndim_shape(gather_out) != (w * m, k):
-        raise _value_error(f"gather_out must have shape (world_size*m, k) = ({w * m}, {k}), has {_handler.ndim_shape(gather_out)}")
+        raise _value_error(
+            f"gather_out must have shape (world_size*m, k) = ({w * m}, {k}), has {_handler.ndim_shape(gather_out)}"
+        )
     if c is None:
         c = _handler.new_empty((w * m, n), dtype)
     (_, _, _, c_dtype), c_shape = _matrix(c, "c")
@@ -480,15 +645,39 @@ def fused_all_gather_matmul(a: Tensor, b: Tensor, c: Optional[Tensor], gather_ou
     nblocks = -(-m // block_rows)
     sig_addr, s_numel, width = _signal_tensor(signal)
     if s_numel < w * nblocks:
-        raise _value_error(f"signal must have at least world_size * ceil(m / block_size) = {w} * {nblocks} = "
-                           f"{w * nblocks} elements, has {s_numel}")
-    return fused.all_gather_matmul(_handler, a, b, c, gather_out, (sig_addr, width), m=m, k=k,
-                                   block_rows=block_rows, nblocks=nblocks, itemsize=itemsize, mode=_mode(mode),
-                                   overlap=_overlap(overlap, _state.world), team=0 if g is None else g.team)
+        raise _value_error(
+            f"signal must have at least world_size * ceil(m / block_size) = {w} * {nblocks} = "
+            f"{w * nblocks} elements, has {s_numel}"
+        )
+    return fused.all_gather_matmul(
+        _handler,
+        a,
+        b,
+        c,
+        gather_out,
+        (sig_addr, width),
+        m=m,
+        k=k,
+        block_rows=block_rows,
+        nblocks=nblocks,
+        itemsize=itemsize,
+        mode=_mode(mode),
+        overlap=_overlap(overlap, _state.world),
+        team=0 if g is None else g.team,
+    )
 
 
-def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, signal: Tensor, reduce_op: str = "sum",
-                                *, mode: str = "push", overlap: Optional[bool] = None, group: Any = None) -> Tensor:
+def fused_matmul_reduce_scatter(
+    x1: Tensor,
+    x2: Tensor,
+    symm_tensor: Tensor,
+    signal: Tensor,
+    reduce_op: str = "sum",
+    *,
+    mode: str = "push",
+    overlap: Optional[bool] = None,
+    group: Any = None,
+) -> Tensor:
     """Collective. Returns rows [r*m/W, (r+1)*m/W) of the sum (``reduce_op="sum"``) or mean
     (``"avg"``) over ranks of ``x1 @ x2``, on rank r. Partial products go out in the RFC's
     rotated order ``(rank + j) % W`` while the next one is computed; the receiver adds them
@@ -500,7 +689,8 @@ def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, sig
     pushes each from a worker thread while the next is computed; ``False`` computes all partials
     in one matmul (faster where the ranks fill the cores); None (default) picks by host.
     `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
-    name; only its members call, and ranks, roots and list positions are then group ranks. (W is then the group's size.) Returns a new (m/W, n) tensor.
+    name; only its members call, and ranks, roots and list positions are then group ranks. (W is
+    then the group's size.) Returns a new (m/W, n) tensor.
     """
     if _sync is not None:
         _sync()
@@ -525,9 +715,20 @@ def fused_matmul_reduce_scatter(x1: Tensor, x2: Tensor, symm_tensor: Tensor, sig
     sig_addr, s_numel, width = _signal_tensor(signal)
     if s_numel < w:
         raise _value_error(f"signal must have at least world_size = {w} elements")
-    return fused.matmul_reduce_scatter(_handler, x1, x2, symm_tensor, (sig_addr, width), m=m, n=n,
-                                       itemsize=itemsize, reduce_op=reduce_op, mode=_mode(mode),
-                                       overlap=_overlap(overlap, _state.world), team=0 if g is None else g.team)
+    return fused.matmul_reduce_scatter(
+        _handler,
+        x1,
+        x2,
+        symm_tensor,
+        (sig_addr, width),
+        m=m,
+        n=n,
+        itemsize=itemsize,
+        reduce_op=reduce_op,
+        mode=_mode(mode),
+        overlap=_overlap(overlap, _state.world),
+        team=0 if g is None else g.team,
+    )
 
 
 # --------------------------------------------------------------------------- rendezvous

@@ -1,6 +1,7 @@
 """What every part of the unified API shares: the binding, the framework's handler (chosen once),
 the fast path's registration, the error classes and how argument errors are made, and the type
 names used in the signatures."""
+
 from __future__ import annotations
 
 from typing import Any, Union

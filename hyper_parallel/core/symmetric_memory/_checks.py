@@ -4,6 +4,7 @@ argument; none writes anything. What concerns Python objects (ints, tensors, nam
 here; the value rules (ranges, ranks, op codes) are the runtime's ``check_*`` functions
 (ccsrc/symmetric_memory/ops/checks), which the binding's fast path and MindSpore's graph kernels
 apply too, so each rule and its message exist once."""
+
 from __future__ import annotations
 
 import operator
@@ -19,6 +20,7 @@ _COMPARE_OPS = COMPARE_OP_NAMES
 
 class _Indexed:
     """The name "base[i]", formatted only when an error message needs it (hot paths skip the f-string)."""
+
     __slots__ = ("base", "i")
 
     def __init__(self, base, i):
@@ -40,8 +42,9 @@ def _tensor(x, name: str):
     except TypeError as e:  # a layout or device whose memory cannot be described (sparse, meta)
         raise _type_error(f"{name}: {e}") from None
     if device != "cpu":
-        raise _value_error(f"{name} is on device '{device}'; symmetric memory on this host is CPU memory "
-                           f"(use device='cpu')")
+        raise _value_error(
+            f"{name} is on device '{device}'; symmetric memory on this host is CPU memory (use device='cpu')"
+        )
     if not contiguous:
         raise _value_error(f"{name} must be contiguous (offsets index the flat tensor); call .contiguous()")
     return addr, numel, itemsize, dtype
@@ -51,8 +54,10 @@ def _symmetric(x, name: str):
     """Like _tensor, for a tensor that must lie inside a live symmetric allocation."""
     info = _tensor(x, name)
     if _state.find(info[0], info[1] * info[2]) is None:
-        raise _value_error(f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
-                           f"freed tensors and local tensors do not qualify)")
+        raise _value_error(
+            f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
+            f"freed tensors and local tensors do not qualify)"
+        )
     return info
 
 
@@ -136,7 +141,9 @@ def _group(group, what: str):
     if len(set(pes)) != len(pes):
         raise _value_error(f"{what}: group lists a rank twice: {pes}")
     if me not in pes:
-        raise _value_error(f"{what}: rank {me} is not a member of group {pes} (only members call a group's collectives)")
+        raise _value_error(
+            f"{what}: rank {me} is not a member of group {pes} (only members call a group's collectives)"
+        )
     key = tuple(pes)
     with _state.lock:
         g = _state.groups.get(key, False)
@@ -250,8 +257,17 @@ def _overlap(overlap, world: int) -> bool:
 
 
 # The reducing collectives' codes (ccsrc/symmetric_memory/ops/reduce/reduce.h, ops.h).
-_REDUCE_DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5, "int16": 6,
-                  "int32": 7, "int64": 8}
+_REDUCE_DTYPES = {
+    "float32": 0,
+    "float64": 1,
+    "float16": 2,
+    "bfloat16": 3,
+    "int8": 4,
+    "uint8": 5,
+    "int16": 6,
+    "int32": 7,
+    "int64": 8,
+}
 _REDUCE_OPS = {"sum": 0, "avg": 1, "max": 2, "min": 3, "prod": 4}
 _ALGORITHMS = {None: 0, "one_shot": 1, "two_shot": 2}
 
@@ -272,8 +288,7 @@ def _reduce_dtype(dtype, name: str) -> int:
     """The runtime's code of a dtype it can reduce; ShmemTypeError otherwise."""
     code = _reduce_code_of(dtype)
     if code is None:
-        raise _type_error(f"{name} has dtype {dtype}, which cannot be reduced (supported: "
-                          f"{', '.join(_REDUCE_DTYPES)})")
+        raise _type_error(f"{name} has dtype {dtype}, which cannot be reduced (supported: {', '.join(_REDUCE_DTYPES)})")
     return code
 
 

@@ -1,11 +1,11 @@
 """The handle :func:`rendezvous` returns: rank, world size, the peers' addresses and zero-copy
 views of their copies."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Union
 
-from hyper_parallel.core.symmetric_memory._base import (_C, Dtype, ShmemUnsupportedError, Tensor, _handler,
-                                                        _value_error)
+from hyper_parallel.core.symmetric_memory._base import _C, Dtype, ShmemUnsupportedError, Tensor, _handler, _value_error
 from hyper_parallel.core.symmetric_memory._checks import _group_rank, _index
 from hyper_parallel.core.symmetric_memory._state import _state, _wrap
 
@@ -30,8 +30,9 @@ class SymmetricMemoryHandle:
         HYPER_PARALLEL_SHMEM_TRANSPORT=ucx)."""
         return [_C.ptr(self._addr, p) or None for p in self._pes]
 
-    def get_buffer(self, peer: int, shape: Union[int, Sequence[int]], dtype: Optional[Dtype] = None,
-                   storage_offset: int = 0) -> Tensor:
+    def get_buffer(
+        self, peer: int, shape: Union[int, Sequence[int]], dtype: Optional[Dtype] = None, storage_offset: int = 0
+    ) -> Tensor:
         """A zero-copy tensor over `peer`'s (a group rank) copy of the memory, starting `storage_offset`
         elements (of `dtype`) into it. Loads and stores on it reach the peer directly.
 
@@ -49,15 +50,18 @@ class SymmetricMemoryHandle:
         off = _index(storage_offset, "storage_offset") * itemsize
         begin = self._addr - self._alloc.addr + off
         if begin + numel * itemsize > self._alloc.nbytes:
-            raise _value_error(f"a view of {numel} x {dtype} at storage_offset {storage_offset} runs past the "
-                               f"{self._alloc.nbytes}-byte allocation")
+            raise _value_error(
+                f"a view of {numel} x {dtype} at storage_offset {storage_offset} runs past the "
+                f"{self._alloc.nbytes}-byte allocation"
+            )
         if self._alloc.addr not in _state.allocs:
             raise _value_error("the tensor behind this handle was freed")
         base = _C.ptr(self._alloc.addr, p)
         if not base:
             raise ShmemUnsupportedError(
                 f"rank {p} is reached through {_C.peer_transport(p)}, not shared memory: it has no direct "
-                "view here; use shmem_put/shmem_get")
+                "view here; use shmem_put/shmem_get"
+            )
         return _wrap(self._alloc, base + begin, numel * itemsize, shape, dtype)
 
     def barrier(self) -> None:

@@ -1,5 +1,6 @@
 """The process's view of the runtime: live allocations and the tensors over them, and lazy
 initialization (only :func:`empty` starts a runtime)."""
+
 from __future__ import annotations
 
 import bisect
@@ -136,5 +137,7 @@ def _require_init(what: str):
     if _C.is_initialized():
         _state.world = _C.n_pes()
         return
-    raise NotInitializedError(f"{what}: the runtime is not initialized (symm.empty() starts it; after "
-                              "finalize() only empty() starts a new one)")
+    raise NotInitializedError(
+        f"{what}: the runtime is not initialized (symm.empty() starts it; after "
+        "finalize() only empty() starts a new one)"
+    )

@@ -47,16 +47,16 @@ Status LocalAddressToward(const std::string& host, std::string* out);
 // ---------------------------------------------------------------- lifecycle
 
 struct InitAttr {
-  int rank = -1;    // this process's rank, 0 <= rank < nranks
-  int nranks = 0;   // number of ranks in the job
+  int rank = -1;   // this process's rank, 0 <= rank < nranks
+  int nranks = 0;  // number of ranks in the job
   // Rendezvous: exactly one of these (unique_id wins when both are given).
   // With neither, $HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT is used.
   const UniqueId* unique_id = nullptr;
   std::string endpoint;  // "tcp://host:port"; rank 0 listens there
   // Overrides of the environment; 0 means "take it from the environment".
-  size_t heap_bytes = 0;     // SYMMETRIC_MEMORY_HEAP_SIZE (default 1 GiB)
-  double timeout_sec = 0;    // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (default 120); (0, 1e9] or inf = forever
-  int block_dim = 0;         // HYPER_PARALLEL_SHMEM_BLOCK_DIM (default 1)
+  size_t heap_bytes = 0;   // SYMMETRIC_MEMORY_HEAP_SIZE (default 1 GiB)
+  double timeout_sec = 0;  // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC (default 120); (0, 1e9] or inf = forever
+  int block_dim = 0;       // HYPER_PARALLEL_SHMEM_BLOCK_DIM (default 1)
 };
 
 // Collective. Connects the ranks, creates and maps the heaps. Fails (no hang)
@@ -76,8 +76,8 @@ Status Init(const InitAttr& attr);
 Status Finalize();
 
 bool IsInitialized();
-int MyPe();     // -1 when not initialized
-int NPes();     // 0 when not initialized
+int MyPe();  // -1 when not initialized
+int NPes();  // 0 when not initialized
 
 // Collective, over the bootstrap connections (not the heap): every rank
 // contributes `bytes` bytes (the same count on every rank, at most 1 MiB);
@@ -175,14 +175,14 @@ constexpr size_t TeamBlockWords(int n) {
 }
 
 struct TeamView {
-  int size = 0;                  // members
-  int me = -1;                   // this rank's team rank
-  const int* pes = nullptr;      // global rank of each member, in team order
+  int size = 0;              // members
+  int me = -1;               // this rank's team rank
+  const int* pes = nullptr;  // global rank of each member, in team order
   // Per member: byte offset, from the workspace base, of that member's
   // TeamBlockWords(size) words of this team (the world's are at 0 on all).
   const int64_t* block = nullptr;
   CollectiveCounters* counters = nullptr;  // this rank's counters for the team
-  int64_t hash = 0;              // of the member list: equal on every member, differs between teams
+  int64_t hash = 0;                        // of the member list: equal on every member, differs between teams
 };
 // Errors: kNotInitialized; kInvalidArgument for an id that names no live team.
 // The view's arrays, like the workspace, live until Finalize: code that uses
@@ -354,8 +354,8 @@ Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp 
 // every byte of the put. Returns once `src` may be reused; to a peer on
 // another host the data and signal travel as one message and land in order
 // (Quiet/Barrier complete it).
-Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig,
-                    SignalType type, int64_t value, SignalOp op, int pe);
+Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value, SignalOp op,
+                    int pe);
 
 // For collectives: PutMemSignal that rank pe applies only once pe's own
 // int64 word `gate` (symmetric) is >= gate_value. Until then the message is
@@ -380,8 +380,8 @@ Status ReleaseGated();
 // dead rank), kInvalidArgument, kTypeError.
 // A lost rank fails the wait only when it is a member of `team` (a team's
 // collectives are not affected by ranks outside it).
-Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
-                       int64_t* observed, const char* label = nullptr, int team = kTeamWorld);
+Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
+                       const char* label = nullptr, int team = kTeamWorld);
 // SignalWaitUntil that, once it has waited kProbeAfterMs, calls `probe` about
 // every 50 ms while it sleeps; a probe's error ends the wait with that error.
 constexpr int kProbeAfterMs = 100;

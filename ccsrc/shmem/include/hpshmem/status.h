@@ -12,18 +12,18 @@ namespace hpshmem {
 
 enum class Code : int {
   kOk = 0,
-  kInvalidArgument = 1,    // a value is out of range / malformed
-  kTypeError = 2,          // a value has the wrong kind (dtype, width)
-  kNotInitialized = 3,     // call before Init / after Finalize
-  kTimeout = 4,            // a wait or barrier passed its deadline
-  kPeerDead = 5,           // a peer process exited or was killed
-  kOutOfMemory = 6,        // symmetric heap exhausted
-  kInvalidFree = 7,        // double free / foreign pointer
-  kCollectiveMismatch = 8, // ranks disagree on a collective call
-  kBootstrap = 9,          // rendezvous / authentication failure
-  kSystem = 10,            // an OS call failed (errno in the message)
-  kUnsupported = 11,       // valid request this build cannot serve
-  kInternal = 12,          // a bug in the runtime
+  kInvalidArgument = 1,     // a value is out of range / malformed
+  kTypeError = 2,           // a value has the wrong kind (dtype, width)
+  kNotInitialized = 3,      // call before Init / after Finalize
+  kTimeout = 4,             // a wait or barrier passed its deadline
+  kPeerDead = 5,            // a peer process exited or was killed
+  kOutOfMemory = 6,         // symmetric heap exhausted
+  kInvalidFree = 7,         // double free / foreign pointer
+  kCollectiveMismatch = 8,  // ranks disagree on a collective call
+  kBootstrap = 9,           // rendezvous / authentication failure
+  kSystem = 10,             // an OS call failed (errno in the message)
+  kUnsupported = 11,        // valid request this build cannot serve
+  kInternal = 12,           // a bug in the runtime
 };
 
 // Stable lowercase name of a code ("timeout", "peer_dead", ...).
@@ -62,8 +62,8 @@ class [[nodiscard]] Status {
 
 }  // namespace hpshmem
 
-#define HPSHMEM_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    ::hpshmem::Status _hp_st = (expr);         \
-    if (!_hp_st.ok()) return _hp_st;           \
+#define HPSHMEM_RETURN_IF_ERROR(expr)  \
+  do {                                 \
+    ::hpshmem::Status _hp_st = (expr); \
+    if (!_hp_st.ok()) return _hp_st;   \
   } while (0)

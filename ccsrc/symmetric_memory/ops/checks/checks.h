@@ -20,8 +20,7 @@ Status CheckIndex(int64_t value, const char* name);
 // offset + size <= numel for `name` (offset named `offset_name`); both already >= 0.
 Status CheckSpan(int64_t numel, int64_t offset, int64_t size, const char* name, const char* offset_name);
 // A put/get's offsets and size: each >= 0, then both windows inside their tensors.
-Status CheckCopyRange(int64_t target_numel, int64_t target_offset, int64_t src_numel, int64_t src_offset,
-                      int64_t size);
+Status CheckCopyRange(int64_t target_numel, int64_t target_offset, int64_t src_numel, int64_t src_offset, int64_t size);
 // 0 <= rank < world.
 Status CheckRank(int64_t rank, int64_t world, const char* name);
 // 1 <= block_dim <= 64.

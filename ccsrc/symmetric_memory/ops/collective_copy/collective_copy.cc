@@ -162,15 +162,16 @@ Status WaitReady(const Job& j, int peer, int64_t epoch) {
     // A peer that cannot be read (it died) is the wait loop's to report, in its own words.
     if (!ReadWaitNote(j.G(peer), &theirs).ok()) return Status::OK();
     int64_t mine = 0;
-    if (theirs.waiting_for != j.G(j.me) || theirs.team_hash == j.hash ||
-        !TeamEpochByHash(theirs.team_hash, &mine) || mine >= theirs.epoch)
+    if (theirs.waiting_for != j.G(j.me) || theirs.team_hash == j.hash || !TeamEpochByHash(theirs.team_hash, &mine) ||
+        mine >= theirs.epoch)
       return Status::OK();
-    return Status::CollectiveMismatch(
-        "ranks entered the collectives of different groups in different orders: rank " + std::to_string(j.G(j.me)) +
-        " waits for rank " + std::to_string(j.G(peer)) + " in call #" + std::to_string(epoch) + " of group " +
-        Members(j) + ", while rank " + std::to_string(j.G(peer)) + " waits for rank " + std::to_string(j.G(j.me)) +
-        " in call #" + std::to_string(theirs.epoch) + " of another group (the groups' collectives are now out of "
-        "step: end the job)");
+    return Status::CollectiveMismatch("ranks entered the collectives of different groups in different orders: rank " +
+                                      std::to_string(j.G(j.me)) + " waits for rank " + std::to_string(j.G(peer)) +
+                                      " in call #" + std::to_string(epoch) + " of group " + Members(j) +
+                                      ", while rank " + std::to_string(j.G(peer)) + " waits for rank " +
+                                      std::to_string(j.G(j.me)) + " in call #" + std::to_string(theirs.epoch) +
+                                      " of another group (the groups' collectives are now out of "
+                                      "step: end the job)");
   };
   Status s = hpshmem::SignalWaitUntilProbed(j.L.ready + peer, kWord, Cmp::kGe, epoch, label.c_str(), j.team, probe);
   // After a deadlock the note stays: the peer may not have read it yet, and
@@ -207,15 +208,16 @@ Status AllConsumed(const Job& j) {
 }
 
 Status Mismatch(int sender, int receiver, int64_t n, int64_t want) {
-  return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " +
-                                    std::to_string(n) + " elements to rank " + std::to_string(receiver) +
-                                    ", whose receive_list expects " + std::to_string(want));
+  return Status::CollectiveMismatch("shmem_alltoall: rank " + std::to_string(sender) + " sends " + std::to_string(n) +
+                                    " elements to rank " + std::to_string(receiver) + ", whose receive_list expects " +
+                                    std::to_string(want));
 }
 
 // ---- the reducing collectives and broadcast
 
 const char* DTypeName(int64_t d) {
-  static const char* kNames[] = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64"};
+  static const char* kNames[] = {"float32", "float64", "float16", "bfloat16", "int8",
+                                 "uint8",   "int16",   "int32",   "int64"};
   return d >= 0 && d < 9 ? kNames[d] : "?";
 }
 
@@ -263,9 +265,9 @@ Status Agree(const Job& j, int64_t epoch, int64_t count, int64_t packed, const c
   }
   if (bad < 0) return Status::OK();
   HPSHMEM_RETURN_IF_ERROR(AllConsumed(j));
-  return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(j.me) +
-                                    " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) +
-                                    " " + Describe(what, theirs[0], theirs[1]));
+  return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(j.me) + " passes " +
+                                    Describe(what, count, packed) + ", rank " + std::to_string(bad) + " " +
+                                    Describe(what, theirs[0], theirs[1]));
 }
 
 Status BeginAgreed(const Job& j, int64_t* epoch, int64_t count, int64_t packed, const char* what) {
@@ -420,7 +422,8 @@ Status AlltoallPush(const Job& j, const void* const* sends, const int64_t* send_
   HPSHMEM_RETURN_IF_ERROR(Signal(j.L.ready + me, kWord, e, SignalOp::kSet, j.G(me)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   Status bad;
-  if (send_elems[me] != recv_elems[me]) bad = Mismatch(j.G(me), j.G(me), send_elems[me], recv_elems[me]);
+  if (send_elems[me] != recv_elems[me])
+    bad = Mismatch(j.G(me), j.G(me), send_elems[me], recv_elems[me]);
   else if (send_elems[me])
     HPSHMEM_RETURN_IF_ERROR(ops::PutMem(r + before[me], sends[me], send_elems[me] * itemsize, j.G(me), block_dim));
   int64_t incoming = 0;
@@ -625,8 +628,7 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
                                       Pack(static_cast<int>(dtype), static_cast<int>(op), Place(j, in) << 24 | 1),
                                       what));
   const char* src = static_cast<const char*>(in);
-  HPSHMEM_RETURN_IF_ERROR(
-      ReduceRange(j, src, count * j.me, count * (j.me + 1), item, dtype, op, out));
+  HPSHMEM_RETURN_IF_ERROR(ReduceRange(j, src, count * j.me, count * (j.me + 1), item, dtype, op, out));
   // The caller may reuse `in` once we return: wait for every reader.
   return AllConsumed(j);
 }
@@ -638,7 +640,8 @@ Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) 
   if (root < 0 || root >= j.w) return CheckRank(root, j.w, "root");
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(j, 0));
   int64_t e;
-  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(j, &e, static_cast<int64_t>(bytes), Pack(0, 0, Place(j, data) << 24 | root), what));
+  HPSHMEM_RETURN_IF_ERROR(
+      BeginAgreed(j, &e, static_cast<int64_t>(bytes), Pack(0, 0, Place(j, data) << 24 | root), what));
   if (j.me == root) {
     for (int k = 1; k < j.w; ++k) {
       int p = (j.me + k) % j.w;
@@ -685,12 +688,11 @@ Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* 
   HPSHMEM_RETURN_IF_ERROR(WaitReady(j, root, e));
   const EagerHeader& h = SlotHeader(j, root, e);
   if (h.epoch != e || h.count != static_cast<int64_t>(bytes) || h.place != root) {
-    return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(j.G(j.me)) + " broadcasts " +
-                                      std::to_string(bytes) + " bytes from team rank " + std::to_string(root) +
-                                      ", but that rank " +
-                                      (h.epoch != e ? std::string("entered another collective")
-                                                    : "broadcasts " + std::to_string(h.count) + " bytes from team rank " +
-                                                          std::to_string(h.place)));
+    return Status::CollectiveMismatch(
+        std::string(what) + ": rank " + std::to_string(j.G(j.me)) + " broadcasts " + std::to_string(bytes) +
+        " bytes from team rank " + std::to_string(root) + ", but that rank " +
+        (h.epoch != e ? std::string("entered another collective")
+                      : "broadcasts " + std::to_string(h.count) + " bytes from team rank " + std::to_string(h.place)));
   }
   // The slot stays as it is until call e + 2, which the root starts only after this rank entered e + 1.
   if (bytes) std::memcpy(data, SlotData(j, root, e), bytes);

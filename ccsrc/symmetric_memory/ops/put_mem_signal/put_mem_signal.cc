@@ -3,8 +3,8 @@
 
 namespace hpshmem::ops {
 
-Status PutMemSignal(void* target, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
-                    SignalOp op, int pe, int block_dim) {
+Status PutMemSignal(void* target, const void* src, size_t bytes, void* sig, SignalType type, int64_t value, SignalOp op,
+                    int pe, int block_dim) {
   // Unsplit (and every peer that is not load/store reachable): the runtime's
   // one call, which a network transport sends as one message.
   if (PieceCount(bytes, block_dim) == 1 || !Ptr(target, pe))

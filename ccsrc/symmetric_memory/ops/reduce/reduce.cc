@@ -56,13 +56,17 @@ struct Acc<BFloat16> {
 
 template <class T>
 typename Acc<T>::type Load(const T& v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return ToFloat(v);
-  else return v;
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return ToFloat(v);
+  else
+    return v;
 }
 template <class T>
 T Store(typename Acc<T>::type v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return FromFloat(v, static_cast<T*>(nullptr));
-  else return v;
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return FromFloat(v, static_cast<T*>(nullptr));
+  else
+    return v;
 }
 
 template <class A>
@@ -110,21 +114,32 @@ A Min(A a, A b) {
 
 template <class A>
 A Divide(A v, int64_t d) {
-  if constexpr (std::is_unsigned_v<A>) return static_cast<A>(v / static_cast<uint64_t>(d));
-  else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<int64_t>(v) / d);
-  else if constexpr (IsComplex<A>::value) return v / static_cast<typename A::value_type>(d);
-  else return static_cast<A>(v / static_cast<A>(d));
+  if constexpr (std::is_unsigned_v<A>)
+    return static_cast<A>(v / static_cast<uint64_t>(d));
+  else if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<int64_t>(v) / d);
+  else if constexpr (IsComplex<A>::value)
+    return v / static_cast<typename A::value_type>(d);
+  else
+    return static_cast<A>(v / static_cast<A>(d));
 }
 
 template <ReduceOp kOp, class A>
 A Combine(A a, A b) {
-  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) return Add(a, b);
-  else if constexpr (kOp == ReduceOp::kProd) return Mul(a, b);
-  else if constexpr (kOp == ReduceOp::kAnd) return static_cast<A>(a & b);
-  else if constexpr (kOp == ReduceOp::kOr) return static_cast<A>(a | b);
-  else if constexpr (kOp == ReduceOp::kXor) return static_cast<A>(a ^ b);
-  else if constexpr (kOp == ReduceOp::kMax) return Max(a, b);
-  else return Min(a, b);
+  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg)
+    return Add(a, b);
+  else if constexpr (kOp == ReduceOp::kProd)
+    return Mul(a, b);
+  else if constexpr (kOp == ReduceOp::kAnd)
+    return static_cast<A>(a & b);
+  else if constexpr (kOp == ReduceOp::kOr)
+    return static_cast<A>(a | b);
+  else if constexpr (kOp == ReduceOp::kXor)
+    return static_cast<A>(a ^ b);
+  else if constexpr (kOp == ReduceOp::kMax)
+    return Max(a, b);
+  else
+    return Min(a, b);
 }
 
 // Block by block through an accumulator that stays in L1: `out` may be any
@@ -163,10 +178,17 @@ Status ReduceTyped(void* out, const void* const* srcs, int n, size_t count, Redu
   auto* s = reinterpret_cast<const T* const*>(srcs);
   using A = typename Acc<T>::type;
   switch (op) {
-    case ReduceOp::kSum: Reduce<T, ReduceOp::kSum>(o, s, n, count, divisor); return Status::OK();
-    case ReduceOp::kAvg: Reduce<T, ReduceOp::kAvg>(o, s, n, count, divisor); return Status::OK();
-    case ReduceOp::kProd: Reduce<T, ReduceOp::kProd>(o, s, n, count, divisor); return Status::OK();
-    default: break;
+    case ReduceOp::kSum:
+      Reduce<T, ReduceOp::kSum>(o, s, n, count, divisor);
+      return Status::OK();
+    case ReduceOp::kAvg:
+      Reduce<T, ReduceOp::kAvg>(o, s, n, count, divisor);
+      return Status::OK();
+    case ReduceOp::kProd:
+      Reduce<T, ReduceOp::kProd>(o, s, n, count, divisor);
+      return Status::OK();
+    default:
+      break;
   }
   if constexpr (!IsComplex<A>::value) {
     if (op == ReduceOp::kMax) return Reduce<T, ReduceOp::kMax>(o, s, n, count, divisor), Status::OK();
@@ -184,12 +206,27 @@ Status ReduceTyped(void* out, const void* const* srcs, int n, size_t count, Redu
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
-    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: case DType::kComplex64: return 8;
-    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
-    case DType::kInt8: case DType::kUInt8: return 1;
-    case DType::kLongDouble: return sizeof(long double);
-    case DType::kComplex128: return 16;
+    case DType::kFloat32:
+    case DType::kInt32:
+    case DType::kUInt32:
+      return 4;
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kComplex64:
+      return 8;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+    case DType::kUInt16:
+      return 2;
+    case DType::kInt8:
+    case DType::kUInt8:
+      return 1;
+    case DType::kLongDouble:
+      return sizeof(long double);
+    case DType::kComplex128:
+      return 16;
   }
   return 0;
 }
@@ -198,9 +235,8 @@ Status CheckReducible(DType dtype, ReduceOp op, const char* what) {
   int o = static_cast<int>(op);
   if (o < 0 || o > static_cast<int>(ReduceOp::kXor))
     return Status::InvalidArgument(std::string(what) + ": reduce op " + std::to_string(o) + " is unknown");
-  bool is_int = dtype == DType::kInt8 || dtype == DType::kUInt8 || dtype == DType::kInt16 ||
-                dtype == DType::kUInt16 || dtype == DType::kInt32 || dtype == DType::kUInt32 ||
-                dtype == DType::kInt64 || dtype == DType::kUInt64;
+  bool is_int = dtype == DType::kInt8 || dtype == DType::kUInt8 || dtype == DType::kInt16 || dtype == DType::kUInt16 ||
+                dtype == DType::kInt32 || dtype == DType::kUInt32 || dtype == DType::kInt64 || dtype == DType::kUInt64;
   bool is_complex = dtype == DType::kComplex64 || dtype == DType::kComplex128;
   bool bitwise = op == ReduceOp::kAnd || op == ReduceOp::kOr || op == ReduceOp::kXor;
   static const char* kOps[] = {"sum", "avg", "max", "min", "prod", "and", "or", "xor"};
@@ -210,26 +246,40 @@ Status CheckReducible(DType dtype, ReduceOp op, const char* what) {
   return Status::OK();
 }
 
-Status ReduceInto(void* out, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op,
-                  int64_t divisor) {
+Status ReduceInto(void* out, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, int64_t divisor) {
   if (n < 1) return Status::InvalidArgument("ReduceInto: no sources");
   if (divisor < 1) return Status::InvalidArgument("ReduceInto: divisor must be >= 1");
   switch (dtype) {
-    case DType::kFloat32: return ReduceTyped<float>(out, srcs, n, count, op, divisor);
-    case DType::kFloat64: return ReduceTyped<double>(out, srcs, n, count, op, divisor);
-    case DType::kFloat16: return ReduceTyped<Half>(out, srcs, n, count, op, divisor);
-    case DType::kBFloat16: return ReduceTyped<BFloat16>(out, srcs, n, count, op, divisor);
-    case DType::kInt8: return ReduceTyped<int8_t>(out, srcs, n, count, op, divisor);
-    case DType::kUInt8: return ReduceTyped<uint8_t>(out, srcs, n, count, op, divisor);
-    case DType::kInt16: return ReduceTyped<int16_t>(out, srcs, n, count, op, divisor);
-    case DType::kInt32: return ReduceTyped<int32_t>(out, srcs, n, count, op, divisor);
-    case DType::kInt64: return ReduceTyped<int64_t>(out, srcs, n, count, op, divisor);
-    case DType::kUInt16: return ReduceTyped<uint16_t>(out, srcs, n, count, op, divisor);
-    case DType::kUInt32: return ReduceTyped<uint32_t>(out, srcs, n, count, op, divisor);
-    case DType::kUInt64: return ReduceTyped<uint64_t>(out, srcs, n, count, op, divisor);
-    case DType::kLongDouble: return ReduceTyped<long double>(out, srcs, n, count, op, divisor);
-    case DType::kComplex64: return ReduceTyped<std::complex<float>>(out, srcs, n, count, op, divisor);
-    case DType::kComplex128: return ReduceTyped<std::complex<double>>(out, srcs, n, count, op, divisor);
+    case DType::kFloat32:
+      return ReduceTyped<float>(out, srcs, n, count, op, divisor);
+    case DType::kFloat64:
+      return ReduceTyped<double>(out, srcs, n, count, op, divisor);
+    case DType::kFloat16:
+      return ReduceTyped<Half>(out, srcs, n, count, op, divisor);
+    case DType::kBFloat16:
+      return ReduceTyped<BFloat16>(out, srcs, n, count, op, divisor);
+    case DType::kInt8:
+      return ReduceTyped<int8_t>(out, srcs, n, count, op, divisor);
+    case DType::kUInt8:
+      return ReduceTyped<uint8_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt16:
+      return ReduceTyped<int16_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt32:
+      return ReduceTyped<int32_t>(out, srcs, n, count, op, divisor);
+    case DType::kInt64:
+      return ReduceTyped<int64_t>(out, srcs, n, count, op, divisor);
+    case DType::kUInt16:
+      return ReduceTyped<uint16_t>(out, srcs, n, count, op, divisor);
+    case DType::kUInt32:
+      return ReduceTyped<uint32_t>(out, srcs, n, count, op, divisor);
+    case DType::kUInt64:
+      return ReduceTyped<uint64_t>(out, srcs, n, count, op, divisor);
+    case DType::kLongDouble:
+      return ReduceTyped<long double>(out, srcs, n, count, op, divisor);
+    case DType::kComplex64:
+      return ReduceTyped<std::complex<float>>(out, srcs, n, count, op, divisor);
+    case DType::kComplex128:
+      return ReduceTyped<std::complex<double>>(out, srcs, n, count, op, divisor);
   }
   return Status::TypeError("dtype code " + std::to_string(static_cast<int>(dtype)) + " cannot be reduced");
 }

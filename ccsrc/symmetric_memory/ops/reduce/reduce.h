@@ -12,9 +12,22 @@
 namespace hpshmem::ops {
 
 enum class DType : int {
-  kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kUInt8, kInt16, kInt32, kInt64,
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kInt32,
+  kInt64,
   // OpenSHMEM's further reduction types.
-  kUInt16, kUInt32, kUInt64, kLongDouble, kComplex64, kComplex128
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kLongDouble,
+  kComplex64,
+  kComplex128
 };
 enum class ReduceOp : int { kSum, kAvg, kMax, kMin, kProd, kAnd, kOr, kXor };
 
@@ -28,7 +41,6 @@ size_t DTypeSize(DType dtype);
 // out[i] = op over srcs[0..n)[i] for i < count (elements), n >= 1; kAvg divides
 // the sum by `divisor` (integers: toward zero). `out` may be one of srcs.
 // Errors: kInvalidArgument for an unknown dtype or op.
-Status ReduceInto(void* out, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op,
-                  int64_t divisor);
+Status ReduceInto(void* out, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, int64_t divisor);
 
 }  // namespace hpshmem::ops

@@ -2,8 +2,8 @@
 
 namespace hpshmem::ops {
 
-Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed,
-                       const char* label, int team) {
+Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value, int64_t* observed, const char* label,
+                       int team) {
   return hpshmem::SignalWaitUntil(sig, type, cmp, value, observed, label, team);
 }
 

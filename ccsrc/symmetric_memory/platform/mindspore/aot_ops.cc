@@ -45,10 +45,12 @@ int64_t Numel(const Args& a, int i) {
 
 // Bytes per element of a MindSpore dtype name ("float32", "bfloat16", "bool", ...); 0 if unknown.
 size_t ItemSize(const char* dt) {
-  static const struct { const char* name; size_t size; } kTable[] = {
-      {"bool", 1},    {"int8", 1},    {"uint8", 1},     {"int16", 2},     {"uint16", 2},    {"float16", 2},
-      {"bfloat16", 2}, {"int32", 4},   {"uint32", 4},    {"float32", 4},   {"int64", 8},     {"uint64", 8},
-      {"float64", 8}, {"complex64", 8}, {"complex128", 16}};
+  static const struct {
+    const char* name;
+    size_t size;
+  } kTable[] = {{"bool", 1},    {"int8", 1},     {"uint8", 1},   {"int16", 2},     {"uint16", 2},
+                {"float16", 2}, {"bfloat16", 2}, {"int32", 4},   {"uint32", 4},    {"float32", 4},
+                {"int64", 8},   {"uint64", 8},   {"float64", 8}, {"complex64", 8}, {"complex128", 16}};
   for (const auto& e : kTable)
     if (std::strcmp(dt, e.name) == 0) return e.size;
   return 0;
@@ -109,8 +111,7 @@ Status SignalWord(const Args& a, int i, int64_t offset, void** word, hpshmem::Si
 
 // The op takes `inputs` tensors (plus its one output) and the runtime is up.
 Status Ready(const Args& a, int inputs) {
-  if (a.n != inputs + 1)
-    return Status::InvalidArgument("expects " + std::to_string(inputs) + " inputs and 1 output");
+  if (a.n != inputs + 1) return Status::InvalidArgument("expects " + std::to_string(inputs) + " inputs and 1 output");
   if (!hpshmem::IsInitialized())
     return Status::NotInitialized("call symm.empty() before running a graph that communicates");
   return Status::OK();
@@ -177,10 +178,9 @@ std::string LastError() {
 }
 }  // namespace hpshmem::mindspore_graph
 
-#define HP_MS_KERNEL(name)                                                                                      \
-  extern "C" __attribute__((visibility("default"))) int name(int nparam, void** params, int* ndims,            \
-                                                             int64_t** shapes, const char** dtypes, void*,    \
-                                                             void*)
+#define HP_MS_KERNEL(name)                                                                                            \
+  extern "C" __attribute__((visibility("default"))) int name(int nparam, void** params, int* ndims, int64_t** shapes, \
+                                                             const char** dtypes, void*, void*)
 
 HP_MS_KERNEL(HpMsPutMem) { return Copy({nparam, params, ndims, shapes, dtypes}, "shmem_put", true); }
 
@@ -224,10 +224,9 @@ HP_MS_KERNEL(HpMsSignalOp) {
   HP_CHECK(Scalar(a, 3, "signal_op", &sop));
   HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
   HP_CHECK(Rank(a, 4, &rank));
-  return Finish(a, op,
-                hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop),
-                                             static_cast<int>(rank)),
-                1);
+  return Finish(
+      a, op,
+      hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop), static_cast<int>(rank)), 1);
 }
 
 // depend_tensor (ordering only), signal, signal_offset, compare_value, compare_op -> observed value.
@@ -245,8 +244,7 @@ HP_MS_KERNEL(HpMsSignalWaitUntil) {
   HP_CHECK(hpshmem::ops::CheckCompareOpCode(cmp));
   std::string label = "signal[" + std::to_string(off) + "]";
   int64_t observed = 0;
-  Status st = hpshmem::ops::SignalWaitUntil(sig, type, static_cast<hpshmem::Cmp>(cmp), value, &observed,
-                                            label.c_str());
+  Status st = hpshmem::ops::SignalWaitUntil(sig, type, static_cast<hpshmem::Cmp>(cmp), value, &observed, label.c_str());
   return Finish(a, op, st, observed);
 }
 

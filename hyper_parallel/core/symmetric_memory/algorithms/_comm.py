@@ -6,6 +6,7 @@ workspace words) is the C++ collective layer's, described in
 from zero. This module only names those calls for the Python algorithms and owns the
 background pusher thread of the fused ops.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -58,8 +59,7 @@ class Comm:
         """One thread that issues puts while the calling thread computes (both drop the GIL)."""
         with self._lock:
             if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                                   thread_name_prefix="hpshmem-push")
+                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpshmem-push")
             return self._pool
 
     def close(self):

@@ -6,6 +6,7 @@ puts, signals and waits from Python. Arguments arrive already checked by the uni
 Sizes here are BYTES unless named `*_elems`. `team` is the runtime's id of the group the call
 runs in (0: every rank); ranks, roots and list positions are then group ranks.
 """
+
 from __future__ import annotations
 
 from hyper_parallel import _hpshmem as _C
@@ -16,8 +17,16 @@ def allgather(out_addr: int, in_addr: int, nbytes: int, mode: str, block_dim: in
     _C.allgather(out_addr, in_addr, nbytes, mode == "pull", block_dim, team)
 
 
-def alltoall(send_addrs: list[int], send_elems: list[int], recv_addr: int, recv_counts: list[int], itemsize: int,
-             mode: str, block_dim: int, team: int = 0):
+def alltoall(
+    send_addrs: list[int],
+    send_elems: list[int],
+    recv_addr: int,
+    recv_counts: list[int],
+    itemsize: int,
+    mode: str,
+    block_dim: int,
+    team: int = 0,
+):
     """send_elems[p] elements at send_addrs[p] go to rank p; this rank's receive buffer gets the
     pieces packed in source-rank order, recv_counts[q] elements from rank q. In pull mode every
     send address must be symmetric."""

@@ -12,6 +12,7 @@ thread issues them between its matmuls.
 Signals: the caller's signal tensor is set to the call's epoch (never reset between calls),
 and waits compare ``>=`` it. It must be zero when first used, as in the RFC's example.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,8 @@ def _check_signal_clear(c, sig_addr: int, width: int, count: int, e: int, what: 
         if v >= e:
             raise _C.ShmemValueError(
                 f"{what}: signal[{i}] holds {v} before call #{e}; zero the signal tensor once after "
-                f"allocating it (it is never reset between calls)")
+                f"allocating it (it is never reset between calls)"
+            )
 
 
 def spare_cores(world: int) -> bool:
@@ -41,8 +43,23 @@ def spare_cores(world: int) -> bool:
     return cores >= 2 * world
 
 
-def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_rows: int, nblocks: int,
-                      itemsize: int, mode: str, overlap: bool, team: int = 0):
+def all_gather_matmul(
+    h,
+    a,
+    b,
+    c_out,
+    gather_out,
+    sig,
+    *,
+    m: int,
+    k: int,
+    block_rows: int,
+    nblocks: int,
+    itemsize: int,
+    mode: str,
+    overlap: bool,
+    team: int = 0,
+):
     """gather_out = AllGather(a) (dim 0); c_out = gather_out @ b, block by block.
 
     a: (m, k) local; gather_out: (W*m, k) symmetric; c_out: (W*m, n); sig = (addr, width) of
@@ -72,8 +89,9 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
                 slot = sig_addr + (me * nblocks + blk) * width
                 if mode == "push":
                     off = (me * m + r0) * row_bytes
-                    _C.put_signal(g_addr + off, a_addr + r0 * row_bytes, (r1 - r0) * row_bytes, slot, width, e,
-                                  _SET, g[p], 0)
+                    _C.put_signal(
+                        g_addr + off, a_addr + r0 * row_bytes, (r1 - r0) * row_bytes, slot, width, e, _SET, g[p], 0
+                    )
                 else:  # pull: our slot is in place; tell the consumer the block may be read
                     _C.signal(slot, width, e, _SET, g[p])
 
@@ -122,8 +140,9 @@ def all_gather_matmul(h, a, b, c_out, gather_out, sig, *, m: int, k: int, block_
     return gather_out, c_out
 
 
-def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize: int, reduce_op: str, mode: str,
-                          overlap: bool, team: int = 0):
+def matmul_reduce_scatter(
+    h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize: int, reduce_op: str, mode: str, overlap: bool, team: int = 0
+):
     """Rows [r*m/W, (r+1)*m/W) of sum_ranks(x1 @ x2) (mean for "avg"), on rank r.
 
     symm_out: symmetric, >= m*n elements of the result dtype; push: rank s deposits its
@@ -150,8 +169,9 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
 
     def push(t, part):
         c.wait_ready(t, e)
-        _C.put_signal(s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e,
-                      _SET, g[t], 0)
+        _C.put_signal(
+            s_addr + me * slot_bytes, h.describe(part)[0], slot_bytes, sig_addr + me * width, width, e, _SET, g[t], 0
+        )
 
     # overlap: one matmul per target, each partial pushed by the worker thread while the next
     # is computed. Without: one matmul for all targets (a split matmul is slower on a busy
@@ -160,8 +180,9 @@ def matmul_reduce_scatter(h, x1, x2, symm_out, sig, *, m: int, n: int, itemsize:
     whole = None if overlap else h.matmul(x1, x2)
     try:
         for t in [(me + j) % w for j in range(w)]:
-            part = h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2) if whole is None else h.rows(whole, t * mr,
-                                                                                               (t + 1) * mr)
+            part = (
+                h.matmul(h.rows(x1, t * mr, (t + 1) * mr), x2) if whole is None else h.rows(whole, t * mr, (t + 1) * mr)
+            )
             if t == me:
                 own = part
             elif mode == "push":

@@ -39,8 +39,15 @@ from mindspore import ops
 from hyper_parallel import _hpshmem as _C
 from hyper_parallel.core.signals import COMPARE_OP_NAMES, SIGNAL_OP_NAMES
 
-__all__ = ["shmem_put", "shmem_get", "shmem_put_with_signal", "shmem_signal_op", "shmem_wait_for_signal",
-           "barrier", "last_error"]
+__all__ = [
+    "shmem_put",
+    "shmem_get",
+    "shmem_put_with_signal",
+    "shmem_signal_op",
+    "shmem_wait_for_signal",
+    "barrier",
+    "last_error",
+]
 
 _SIGNAL_OPS = SIGNAL_OP_NAMES
 _COMPARE_OPS = COMPARE_OP_NAMES
@@ -94,11 +101,22 @@ def shmem_get(target, target_offset, src, src_offset, size, target_rank):
     return _get(target, _i(target_offset), src, _i(src_offset), _i(size), _i(target_rank))
 
 
-def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value,
-                          signal_op, target_rank):
+def shmem_put_with_signal(
+    target, target_offset, src, src_offset, size, signal, signal_offset, signal_value, signal_op, target_rank
+):
     """Put, fence, then SET/ADD ``signal[signal_offset]`` on ``target_rank``. Returns a token."""
-    return _put_signal(target, _i(target_offset), src, _i(src_offset), _i(size), signal, _i(signal_offset),
-                       _i(signal_value), _code(signal_op, _SIGNAL_OPS), _i(target_rank))
+    return _put_signal(
+        target,
+        _i(target_offset),
+        src,
+        _i(src_offset),
+        _i(size),
+        signal,
+        _i(signal_offset),
+        _i(signal_value),
+        _code(signal_op, _SIGNAL_OPS),
+        _i(target_rank),
+    )
 
 
 def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank):

@@ -19,7 +19,6 @@ Never imports torch.
 
 from __future__ import annotations
 
-import ctypes
 import os
 
 import mindspore as ms
@@ -28,10 +27,21 @@ from mindspore.common.api import _pynative_executor
 
 # Every fixed-size MindSpore dtype and its NumPy twin (bfloat16 travels as uint16 bits).
 _NP_OF = {
-    ms.bool_: np.bool_, ms.int8: np.int8, ms.int16: np.int16, ms.int32: np.int32, ms.int64: np.int64,
-    ms.uint8: np.uint8, ms.uint16: np.uint16, ms.uint32: np.uint32, ms.uint64: np.uint64,
-    ms.float16: np.float16, ms.float32: np.float32, ms.float64: np.float64,
-    ms.complex64: np.complex64, ms.complex128: np.complex128, ms.bfloat16: np.uint16,
+    ms.bool_: np.bool_,
+    ms.int8: np.int8,
+    ms.int16: np.int16,
+    ms.int32: np.int32,
+    ms.int64: np.int64,
+    ms.uint8: np.uint8,
+    ms.uint16: np.uint16,
+    ms.uint32: np.uint32,
+    ms.uint64: np.uint64,
+    ms.float16: np.float16,
+    ms.float32: np.float32,
+    ms.float64: np.float64,
+    ms.complex64: np.complex64,
+    ms.complex128: np.complex128,
+    ms.bfloat16: np.uint16,
 }
 _ITEMSIZE = {d: np.dtype(n).itemsize for d, n in _NP_OF.items()}
 _INTEGER_DTYPES = {ms.int8, ms.int16, ms.int32, ms.int64, ms.uint8, ms.uint16, ms.uint32, ms.uint64}
@@ -113,7 +123,8 @@ class MindSporeSymmetricMemoryHandler:
             raise RuntimeError(
                 "symmetric memory needs the job's ranks: launch with msrun, call "
                 "mindspore.communication.init() before the first symm.empty(), or set "
-                "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=tcp://host:port together with RANK_ID and RANK_SIZE")
+                "HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=tcp://host:port together with RANK_ID and RANK_SIZE"
+            )
         rank, world = ranks
         if endpoint:
             return rank, world, None, endpoint
@@ -128,12 +139,14 @@ class MindSporeSymmetricMemoryHandler:
             raise RuntimeError(
                 "this process is msrun's scheduler (MS_ROLE=MS_SCHED), which runs the script too: call "
                 "mindspore.communication.init() before the first symm.empty() (the scheduler serves the job "
-                "inside it), or end the script early when MS_ROLE is MS_SCHED")
+                "inside it), or end the script early when MS_ROLE is MS_SCHED"
+            )
         host, port = os.environ.get("MS_SCHED_HOST"), os.environ.get("MS_SCHED_PORT")
         if not host or not port:
             raise RuntimeError(
                 "RANK_ID/RANK_SIZE are set but MS_SCHED_HOST/MS_SCHED_PORT are not: launch with msrun, "
-                "call mindspore.communication.init(), or set HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT")
+                "call mindspore.communication.init(), or set HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT"
+            )
         p = int(port)
         derived = p + _PORT_OFFSET if p + _PORT_OFFSET <= 65535 else p - _PORT_OFFSET
         return rank, world, None, f"tcp://{host}:{derived}"
@@ -150,7 +163,9 @@ class MindSporeSymmetricMemoryHandler:
 
     def group_ranks(self, group):
         if not isinstance(group, str):
-            raise TypeError(f"group must be a MindSpore group name, a list of ranks or None, got {type(group).__name__}")
+            raise TypeError(
+                f"group must be a MindSpore group name, a list of ranks or None, got {type(group).__name__}"
+            )
         from mindspore import communication as comm
 
         if group in (comm.HCCL_WORLD_COMM_GROUP, comm.NCCL_WORLD_COMM_GROUP, comm.MCCL_WORLD_COMM_GROUP):
@@ -158,8 +173,9 @@ class MindSporeSymmetricMemoryHandler:
         try:
             return list(comm.get_process_group_ranks(group))
         except Exception as e:  # MindSpore raises RuntimeError/ValueError by backend
-            raise ValueError(f"group {group!r}: MindSpore cannot list its ranks ({e}); "
-                             "pass a list of ranks instead") from None
+            raise ValueError(
+                f"group {group!r}: MindSpore cannot list its ranks ({e}); pass a list of ranks instead"
+            ) from None
 
     # ------------------------------------------------------------ tensors
     def is_tensor(self, x) -> bool:
@@ -172,8 +188,14 @@ class MindSporeSymmetricMemoryHandler:
     def describe(self, t):
         """(addr, numel, itemsize, dtype, contiguous, device type): sizes in elements, addr in bytes."""
         dev = t.device
-        return (t.data_ptr(), t.size, t.itemsize, t.dtype, t.is_contiguous(),
-                "cpu" if dev == "CPU" else str(dev).split(":")[0].lower())
+        return (
+            t.data_ptr(),
+            t.size,
+            t.itemsize,
+            t.dtype,
+            t.is_contiguous(),
+            "cpu" if dev == "CPU" else str(dev).split(":")[0].lower(),
+        )
 
     def fast_protocol(self):
         """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64, reader,
@@ -205,8 +227,9 @@ class MindSporeSymmetricMemoryHandler:
 
     def scalar_int(self, t, name: str) -> int:
         if t.size != 1:
-            raise ValueError(f"{name} must be an int or a one-element integer tensor, got a tensor of shape "
-                             f"{tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must be an int or a one-element integer tensor, got a tensor of shape {tuple(t.shape)}"
+            )
         if t.dtype not in _INTEGER_DTYPES:
             raise TypeError(f"{name} must be an int or a one-element integer tensor, got dtype {t.dtype}")
         return int(t.item())

@@ -9,6 +9,7 @@ itself at ``import torch`` (the package declares a ``torch.backends`` entry poin
 programs need only the backend's name. Registering imports nothing heavy: the runtime and the
 process group's module load when the first group is made.
 """
+
 from __future__ import annotations
 
 BACKEND_NAME = "hpshmem"

@@ -16,6 +16,7 @@ Area layout (int64 words, per group slot; W = the job's ranks, an upper bound on
     [0] doorbell | credit[W] (from each receiver) | seq[W] (of each sender's inbox) | inbox[W]
 with each inbox 64 bytes of header (tag, total bytes, offset, chunk bytes) + `chunk` data bytes.
 """
+
 from __future__ import annotations
 
 import collections
@@ -133,6 +134,7 @@ class _Send:
 
 class _Incoming:
     """A message being received from one source: where its bytes go and how many have come."""
+
     __slots__ = ("src", "tag", "total", "got", "buffer", "recv")
 
     def __init__(self, src, tag, total, buffer, recv):
@@ -188,8 +190,11 @@ class P2P:
         if src != -1:
             self._check_peer(src, "recv")
         contiguous = t.is_contiguous()
-        flat = t.view(-1).view(torch.uint8) if contiguous and t.numel() else torch.empty(
-            t.numel() * t.element_size(), dtype=torch.uint8)
+        flat = (
+            t.view(-1).view(torch.uint8)
+            if contiguous and t.numel()
+            else torch.empty(t.numel() * t.element_size(), dtype=torch.uint8)
+        )
         work = P2PWork(self, t)
         r = _Recv(work, src, tag, flat, None if contiguous else t)
         with self._lock:
@@ -221,7 +226,7 @@ class P2P:
                         m.recv = None  # keep draining into its own buffer
                     return True
                 if m.got:
-                    r.flat[:m.got].copy_(m.buffer[:m.got])
+                    r.flat[: m.got].copy_(m.buffer[: m.got])
                 r.work.source = m.src
                 if m.got == m.total:
                     self._complete_recv(r)
@@ -231,8 +236,10 @@ class P2P:
         return False
 
     def _size_error(self, m, r):
-        return ValueError(f"hpshmem recv: the message from rank {m.src} with tag {m.tag} has {m.total} bytes; "
-                          f"the receive tensor has {r.flat.numel()}")
+        return ValueError(
+            f"hpshmem recv: the message from rank {m.src} with tag {m.tag} has {m.total} bytes; "
+            f"the receive tensor has {r.flat.numel()}"
+        )
 
     def _complete_recv(self, r: _Recv):
         if r.tensor is not None:
@@ -293,7 +300,7 @@ class P2P:
             m = self._current[s] = self._match_posted(s, tag, total)
         if k:
             src = torch.frombuffer(ctypes_array(box + _HEADER, k), dtype=torch.uint8)
-            m.buffer[off:off + k].copy_(src)
+            m.buffer[off : off + k].copy_(src)
         m.got = off + k
         self._taken[s] += 1
         # The inbox is free again: tell the sender (credit, then its doorbell).
@@ -316,8 +323,9 @@ class P2P:
         return False
 
     def _pending(self) -> bool:
-        return any(self._queues) or bool(self._posted) or any(
-            m is not None and m.recv is not None for m in self._current)
+        return (
+            any(self._queues) or bool(self._posted) or any(m is not None and m.recv is not None for m in self._current)
+        )
 
     def poll_once(self):
         with self._lock:
@@ -346,8 +354,9 @@ class P2P:
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _C.ShmemTimeoutError(f"hpshmem point-to-point: the operation did not complete within "
-                                           f"{seconds:g} s")
+                raise _C.ShmemTimeoutError(
+                    f"hpshmem point-to-point: the operation did not complete within {seconds:g} s"
+                )
             previous = _C.set_thread_wait_timeout(left)
             try:
                 _C.wait_until(self._doorbell, 8, _GT, bell, "hpshmem point-to-point doorbell", self._team)

@@ -14,6 +14,7 @@ all-reduce and broadcast (the runtime fails ranks that pass buffers at different
 
 Sizes: ``*_bytes`` are bytes, everything else elements of the tensor's dtype.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -35,14 +36,42 @@ _ROp = dist.ReduceOp.RedOpType
 _PREMUL = int(_ROp.PREMUL_SUM)
 # The runtime's reduce op codes (ops::ReduceOp: sum avg max min prod and or xor), by torch's op
 # value (pybind enums compare and hash slowly; their ints do not).
-_OPS = {int(_ROp.SUM): 0, int(_ROp.AVG): 1, int(_ROp.MAX): 2, int(_ROp.MIN): 3, int(_ROp.PRODUCT): 4,
-        int(_ROp.BAND): 5, int(_ROp.BOR): 6, int(_ROp.BXOR): 7, _PREMUL: 0}
+_OPS = {
+    int(_ROp.SUM): 0,
+    int(_ROp.AVG): 1,
+    int(_ROp.MAX): 2,
+    int(_ROp.MIN): 3,
+    int(_ROp.PRODUCT): 4,
+    int(_ROp.BAND): 5,
+    int(_ROp.BOR): 6,
+    int(_ROp.BXOR): 7,
+    _PREMUL: 0,
+}
 # bool is reduced as uint8 0/1 values: a sum is an OR, a product an AND.
-_BOOL_OPS = {int(_ROp.SUM): 2, int(_ROp.MAX): 2, int(_ROp.MIN): 3, int(_ROp.PRODUCT): 3, int(_ROp.BAND): 5,
-             int(_ROp.BOR): 6, int(_ROp.BXOR): 7}
+_BOOL_OPS = {
+    int(_ROp.SUM): 2,
+    int(_ROp.MAX): 2,
+    int(_ROp.MIN): 3,
+    int(_ROp.PRODUCT): 3,
+    int(_ROp.BAND): 5,
+    int(_ROp.BOR): 6,
+    int(_ROp.BXOR): 7,
+}
 # The runtime's dtype codes (ops::DType).
-_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int8: 4, torch.uint8: 5,
-           torch.int16: 6, torch.int32: 7, torch.int64: 8, torch.bool: 5, torch.complex64: 13, torch.complex128: 14}
+_DTYPES = {
+    torch.float32: 0,
+    torch.float64: 1,
+    torch.float16: 2,
+    torch.bfloat16: 3,
+    torch.int8: 4,
+    torch.uint8: 5,
+    torch.int16: 6,
+    torch.int32: 7,
+    torch.int64: 8,
+    torch.bool: 5,
+    torch.complex64: 13,
+    torch.complex128: 14,
+}
 for _name, _code in (("uint16", 9), ("uint32", 10), ("uint64", 11)):
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = _code
@@ -117,8 +146,7 @@ class _Arena:
     def slot(self, i: int):
         """(staging tensor, staging address, p2p area address) of slot i."""
         base = i * self.slot_bytes
-        return (self.tensor[base:base + self.staging_bytes], self.addr + base,
-                self.addr + base + self.staging_bytes)
+        return (self.tensor[base : base + self.staging_bytes], self.addr + base, self.addr + base + self.staging_bytes)
 
 
 _arena: _Arena | None = None
@@ -154,8 +182,10 @@ def _start_runtime(store, rank: int, world: int, timeout: datetime.timedelta):
     with _state.lock:
         if _C.is_initialized():
             if _C.n_pes() != world or _C.my_pe() != rank:
-                raise ValueError(f"hpshmem: the symmetric-memory runtime already runs as rank {_C.my_pe()} of "
-                                 f"{_C.n_pes()}, not rank {rank} of {world}")
+                raise ValueError(
+                    f"hpshmem: the symmetric-memory runtime already runs as rank {_C.my_pe()} of "
+                    f"{_C.n_pes()}, not rank {rank} of {world}"
+                )
             _state.world = _C.n_pes()
             return
         key = "hpshmem/unique_id"
@@ -178,8 +208,10 @@ def _agree_slot(store, group_rank: int, group_size: int) -> int:
         if r != group_rank:
             common &= int(store.get(f"hpshmem/free_slots/{r}"))
     if not common:
-        raise RuntimeError(f"hpshmem: no staging slot is free on every member of this group ({_arena.nslots} "
-                           f"groups hold one; raise {_GROUPS_VAR} or destroy groups no longer used)")
+        raise RuntimeError(
+            f"hpshmem: no staging slot is free on every member of this group ({_arena.nslots} "
+            f"groups hold one; raise {_GROUPS_VAR} or destroy groups no longer used)"
+        )
     slot = (common & -common).bit_length() - 1
     _arena.free.discard(slot)
     return slot
@@ -198,7 +230,8 @@ def create_process_group(opts, backend_options):
                 raise ValueError(
                     "hpshmem: make the default group with this backend first "
                     "(init_process_group('hpshmem') or 'cpu:hpshmem'); its ranks allocate the symmetric "
-                    "staging every hpshmem group uses")
+                    "staging every hpshmem group uses"
+                )
             _start_runtime(store, rank, size, timeout)
             _arena = _Arena(size)
             slot = 0
@@ -246,8 +279,10 @@ def _check_cpu(tensors, what: str):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"hpshmem {what}: expected tensors, got {type(t).__name__}")
         if not t.is_cpu:
-            raise ValueError(f"hpshmem {what}: tensor on {t.device}; this backend serves CPU tensors "
-                             f"(give other devices a backend of their own, e.g. 'cpu:hpshmem,cuda:nccl')")
+            raise ValueError(
+                f"hpshmem {what}: tensor on {t.device}; this backend serves CPU tensors "
+                f"(give other devices a backend of their own, e.g. 'cpu:hpshmem,cuda:nccl')"
+            )
         if t.layout != torch.strided:
             raise TypeError(f"hpshmem {what}: a {t.layout} tensor has no dense memory; use .to_dense()")
 
@@ -307,11 +342,12 @@ class _Flat:
 def _into_pieces(outs):
     """The writer of an all-to-all round whose pieces land in separate outputs: source q's `c` elements,
     packed in the staging by source, go to elements [lo, lo + c) of ``outs[q]`` (a _Flat)."""
+
     def write(view, lo, counts):
         pos = 0
         for q, c in enumerate(counts):
             if c:
-                outs[q].flat[lo:lo + c].copy_(view[pos:pos + c])
+                outs[q].flat[lo : lo + c].copy_(view[pos : pos + c])
             pos += c
 
     return write
@@ -390,8 +426,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
     def _symmetric(self, t: torch.Tensor) -> bool:
         n = t.numel() * t.element_size()
-        return (n > 0 and t.is_contiguous() and _C.is_symmetric(t.data_ptr(), n)
-                and _heap.find(t.data_ptr(), n) is not None)
+        return (
+            n > 0 and t.is_contiguous() and _C.is_symmetric(t.data_ptr(), n) and _heap.find(t.data_ptr(), n) is not None
+        )
 
     # ------------------------------------------------------------------ size agreements of chunked calls
     # A call larger than the staging goes through it in chunks, and ranks whose totals differ have equal
@@ -401,8 +438,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     # any such call (on every rank: its checks compare every rank's words); calls that fit make no agreement.
     @staticmethod
     def _mismatch(what: str, text: str):
-        e = _C.CollectiveMismatchError(f"hpshmem {what}: ranks disagree on the size of the call: {text}; "
-                                       f"nothing was written")
+        e = _C.CollectiveMismatchError(
+            f"hpshmem {what}: ranks disagree on the size of the call: {text}; nothing was written"
+        )
         e.code = "collective_mismatch"
         return e
 
@@ -411,9 +449,12 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         try:
             call()
         except _C.CollectiveMismatchError as e:
-            raise self._mismatch(what, f"this rank (group rank {self._me}) passes {mine}, more than one call "
-                                       f"through the staging moves, and another rank passes another size (the "
-                                       f"runtime: {e})") from e
+            raise self._mismatch(
+                what,
+                f"this rank (group rank {self._me}) passes {mine}, more than one call "
+                f"through the staging moves, and another rank passes another size (the "
+                f"runtime: {e})",
+            ) from e
 
     def _agree_total(self, n: int, what: str, unit: str):
         """All-reduce, reduce-scatter, broadcast: every rank passes `n` (`unit`), or all raise. A MAX
@@ -422,12 +463,18 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         all-reduce, reduce-scatter or broadcast (at the staging's start or at a tensor of the heap)."""
         words = torch.tensor([n, -n], dtype=torch.int64)
         a = words.data_ptr()
-        self._agreeing(lambda: _C.allreduce(self._stage_addr + 64, 2, _DTYPES[torch.int64], _OPS[int(_ROp.MAX)],
-                                            0, self._team, a, a), what, f"{n} {unit}")
+        self._agreeing(
+            lambda: _C.allreduce(
+                self._stage_addr + 64, 2, _DTYPES[torch.int64], _OPS[int(_ROp.MAX)], 0, self._team, a, a
+            ),
+            what,
+            f"{n} {unit}",
+        )
         hi, lo = int(words[0]), -int(words[1])
         if hi != lo:
-            raise self._mismatch(what, f"this rank (group rank {self._me}) passes {n} {unit}, the group's ranks "
-                                       f"between {lo} and {hi}")
+            raise self._mismatch(
+                what, f"this rank (group rank {self._me}) passes {n} {unit}, the group's ranks between {lo} and {hi}"
+            )
 
     def _agree_gather(self, nbytes: int, what: str):
         """All-gather: every rank gives `nbytes`, or all raise. An all-gather of more bytes per rank than a
@@ -437,12 +484,18 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         s = self._stage_bytes // w // 8 * 8 + 8  # fits the block: the tail holds W x 8 bytes more
         words = self._stage[: w * s].view(torch.int64).view(w, s // 8)
         words[self._me, 0] = nbytes
-        self._agreeing(lambda: _C.allgather(self._stage_addr, self._stage_addr + self._me * s, s, False, 0,
-                                            self._team), what, f"{nbytes} bytes")
+        self._agreeing(
+            lambda: _C.allgather(self._stage_addr, self._stage_addr + self._me * s, s, False, 0, self._team),
+            what,
+            f"{nbytes} bytes",
+        )
         totals = words[:, 0].tolist()
         if min(totals) != max(totals):
-            raise self._mismatch(what, f"this rank (group rank {self._me}) gives {nbytes} bytes, the group's "
-                                       f"ranks between {min(totals)} and {max(totals)}")
+            raise self._mismatch(
+                what,
+                f"this rank (group rank {self._me}) gives {nbytes} bytes, the group's "
+                f"ranks between {min(totals)} and {max(totals)}",
+            )
 
     def _agree_alltoall(self, send_elems, recv_elems, item: int, per: int, gate: bool, what: str) -> int:
         """All-to-all, gather, scatter: every rank's send and receive counts, checked as a whole on every rank
@@ -462,19 +515,27 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             if carry:
                 buf[: 16 * w].view(torch.int64).copy_(row)
             a = buf.data_ptr()
-            self._agreeing(lambda: _C.alltoall([a] * w, [per + 1] * w, self._stage_addr, [per + 1] * w, item, False,
-                                               0, self._team), what, f"{list(send_elems)} elements to send")
+            self._agreeing(
+                lambda: _C.alltoall(
+                    [a] * w, [per + 1] * w, self._stage_addr, [per + 1] * w, item, False, 0, self._team
+                ),
+                what,
+                f"{list(send_elems)} elements to send",
+            )
             if carry:
                 rows = self._stage[: w * size].view(w, size)[:, : 16 * w].contiguous().view(torch.int64)
         if rows is None:  # (no gate, or one too small to carry the counts: they follow it)
             got = rows = torch.empty(w, 2 * w, dtype=torch.int64)
-            self._allgather_flat(row, lambda v, off, k: got[:, off:off + k].copy_(v), what)
+            self._allgather_flat(row, lambda v, off, k: got[:, off : off + k].copy_(v), what)
         bad = (rows[:, :w] != rows[:, w:].t()).nonzero()
         if bad.numel():
             p, q = bad[0].tolist()
-            raise self._mismatch(what, f"group rank {p} sends {int(rows[p, q])} elements to group rank {q}, which "
-                                       f"expects {int(rows[q, w + p])} (this rank, group rank {self._me}, sends "
-                                       f"{list(send_elems)} and expects {list(recv_elems)})")
+            raise self._mismatch(
+                what,
+                f"group rank {p} sends {int(rows[p, q])} elements to group rank {q}, which "
+                f"expects {int(rows[q, w + p])} (this rank, group rank {self._me}, sends "
+                f"{list(send_elems)} and expects {list(recv_elems)})",
+            )
         return max(1, -(-int(rows.max()) // per))
 
     # ------------------------------------------------------------------ reductions
@@ -489,8 +550,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 _C.allreduce(addr, n, dcode, op, 0, self._team)  # a tensor of the heap: in place
                 return
             if n * item <= self._stage_bytes:  # one staged call (the common case, kept short)
-                _C.allreduce(self._stage_addr, n, dcode, op, 0, self._team, addr,
-                             addr if root < 0 or root == self._me else 0)
+                _C.allreduce(
+                    self._stage_addr, n, dcode, op, 0, self._team, addr, addr if root < 0 or root == self._me else 0
+                )
                 return
         f = _Flat(src, True)
         addr = f.flat.data_ptr()
@@ -537,8 +599,13 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         dtype = tensors[0].dtype if tensors else None
         total = sum(t.numel() for t in tensors)
         op = _op_value(red)
-        if (tensors and all(t.dtype == dtype for t in tensors) and op != _PREMUL
-                and dtype != torch.bool and total * tensors[0].element_size() <= self._stage_bytes):
+        if (
+            tensors
+            and all(t.dtype == dtype for t in tensors)
+            and op != _PREMUL
+            and dtype != torch.bool
+            and total * tensors[0].element_size() <= self._stage_bytes
+        ):
             dcode, code, _ = _reduce_codes(tensors[0], red, "allreduce_coalesced")
             view = self._view(dtype)[:total]
             torch.cat([t.reshape(-1) for t in tensors], out=view)
@@ -546,7 +613,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             off = 0
             for t in tensors:
                 n = t.numel()
-                t.copy_(view[off:off + n].view(t.shape))
+                t.copy_(view[off : off + n].view(t.shape))
                 off += n
         else:
             for t in tensors:
@@ -595,8 +662,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             raise TypeError(f"hpshmem {what}: input ({inp.dtype}) and output ({out.dtype}) dtypes differ")
         n = out.numel()
         if inp.numel() != n * self._w:
-            raise ValueError(f"hpshmem {what}: input has {inp.numel()} elements, expected group size x output "
-                             f"= {self._w} x {n}")
+            raise ValueError(
+                f"hpshmem {what}: input has {inp.numel()} elements, expected group size x output = {self._w} x {n}"
+            )
         inp = self._premul(red, inp)
         dcode, op, _ = _reduce_codes(out, red, what)
         if out.is_contiguous() and inp.is_contiguous():
@@ -607,7 +675,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 _C.reduce_scatter(out.data_ptr(), self._stage_addr, n, dcode, op, self._team, inp.data_ptr())
                 return
         src = inp.reshape(self._w, n)
-        self._reduce_scatter_one(out, lambda v, off, k: v.copy_(src[:, off:off + k]), red, what)
+        self._reduce_scatter_one(out, lambda v, off, k: v.copy_(src[:, off : off + k]), red, what)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
         opts = opts or _c10d.ReduceScatterOptions()
@@ -619,14 +687,15 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
         opts = opts or _c10d.ReduceScatterOptions()
         out = _one(output_tensors, "reduce_scatter")
-        pieces = self._pieces(input_lists, out, "reduce_scatter", "input_list",
-                              f"one input list of group size {self._w} tensors expected")
+        pieces = self._pieces(
+            input_lists, out, "reduce_scatter", "input_list", f"one input list of group size {self._w} tensors expected"
+        )
         ins = [self._premul(opts.reduceOp, t) for t in pieces]
         flats = [t.reshape(-1) for t in ins]
 
         def rows(v, off, k):
             for p, f in enumerate(flats):
-                v[p].copy_(f[off:off + k])
+                v[p].copy_(f[off : off + k])
 
         self._reduce_scatter_one(out, rows, opts.reduceOp, "reduce_scatter")
         return _done(output_tensors, opts)
@@ -650,8 +719,10 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         n, other = like.numel(), "output" if name == "input_list" else "input"
         for p, t in enumerate(pieces):
             if t.numel() != n or t.dtype != like.dtype:
-                raise ValueError(f"hpshmem {what}: {name}[{p}] has {t.numel()} elements of {t.dtype}, "
-                                 f"the {other} {n} of {like.dtype}")
+                raise ValueError(
+                    f"hpshmem {what}: {name}[{p}] has {t.numel()} elements of {t.dtype}, "
+                    f"the {other} {n} of {like.dtype}"
+                )
         return pieces
 
     def _check_root(self, root: int, what: str):
@@ -709,13 +780,14 @@ class HpshmemProcessGroup(dist.ProcessGroup):
     def allgather(self, output_lists, input_tensors, opts=None):
         opts = opts or _c10d.AllgatherOptions()
         inp = _one(input_tensors, "allgather")
-        outs = self._pieces(output_lists, inp, "allgather", "output_list",
-                            f"one output list of group size {self._w} tensors expected")
+        outs = self._pieces(
+            output_lists, inp, "allgather", "output_list", f"one output list of group size {self._w} tensors expected"
+        )
         flats = [_Flat(o, False) for o in outs]
 
         def write(v, off, k):
             for p, f in enumerate(flats):
-                f.flat[off:off + k].copy_(v[p])
+                f.flat[off : off + k].copy_(v[p])
 
         self._allgather_flat(inp, write, "allgather")
         for f in flats:
@@ -728,16 +800,16 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             raise TypeError(f"hpshmem {what}: input ({inp.dtype}) and output ({out.dtype}) dtypes differ")
         n = inp.numel()
         if out.numel() != n * self._w:
-            raise ValueError(f"hpshmem {what}: output has {out.numel()} elements, expected group size x input "
-                             f"= {self._w} x {n}")
+            raise ValueError(
+                f"hpshmem {what}: output has {out.numel()} elements, expected group size x input = {self._w} x {n}"
+            )
         if out.is_contiguous() and inp.is_contiguous() and out.numel() * out.element_size() <= self._stage_bytes:
             # One staged call: the gathered bytes are copied out in C++.
-            _C.allgather(self._stage_addr, inp.data_ptr(), n * inp.element_size(), False, 0, self._team,
-                         out.data_ptr())
+            _C.allgather(self._stage_addr, inp.data_ptr(), n * inp.element_size(), False, 0, self._team, out.data_ptr())
             return
         f = _Flat(out, False)
         dst = f.flat.view(self._w, n)
-        self._allgather_flat(inp, lambda v, off, k: dst[:, off:off + k].copy_(v), what)
+        self._allgather_flat(inp, lambda v, off, k: dst[:, off : off + k].copy_(v), what)
         f.done()
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
@@ -759,8 +831,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         opts = opts or _c10d.AllgatherOptions()
         # output_lists[r][i]: rank r's copy of input i
         if len(output_lists) != self._w or any(len(outs) != len(input_list) for outs in output_lists):
-            raise ValueError(f"hpshmem all_gather_coalesced: {self._w} output lists of {len(input_list)} tensors "
-                             f"expected")
+            raise ValueError(
+                f"hpshmem all_gather_coalesced: {self._w} output lists of {len(input_list)} tensors expected"
+            )
         sync = _c10d.AllgatherOptions()
         sync.asyncOp = False
         for i, inp in enumerate(input_list):
@@ -768,8 +841,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         return _done(output_lists, opts)
 
     # ------------------------------------------------------------------ all-to-all, gather, scatter
-    def _alltoall_flat(self, sends, send_elems, recv_elems, dtype, item, write, uneven: bool,
-                       what: str = "all_to_all"):
+    def _alltoall_flat(self, sends, send_elems, recv_elems, dtype, item, write, uneven: bool, what: str = "all_to_all"):
         """sends[p] (a contiguous flat tensor or None) / send_elems[p] elements go to group rank p;
         ``write(view, offsets, counts)`` takes each round's received pieces (packed by source).
         Rounds: each pair moves at most a W-th of the staging per round; when sizes are uneven, or this
@@ -800,17 +872,30 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         send = self._splits(input, input_split_sizes, "input_split_sizes")
         recv = self._splits(output, output_split_sizes, "output_split_sizes")
         item = input.element_size()
-        if (not uneven and input.is_contiguous() and output.is_contiguous()
-                and output.numel() * item <= self._stage_bytes):
+        if (
+            not uneven
+            and input.is_contiguous()
+            and output.is_contiguous()
+            and output.numel() * item <= self._stage_bytes
+        ):
             # Even splits that fit the staging: one call, the pieces copied out in C++.
             n, a = send[0], input.data_ptr()
-            _C.alltoall([a + p * n * item for p in range(w)], send, self._stage_addr, recv, item, False, 0,
-                        self._team, output.data_ptr())
+            _C.alltoall(
+                [a + p * n * item for p in range(w)],
+                send,
+                self._stage_addr,
+                recv,
+                item,
+                False,
+                0,
+                self._team,
+                output.data_ptr(),
+            )
             return _done([output], opts)
         src = input.reshape(-1) if input.is_contiguous() else input.reshape(-1).contiguous()
         sends, off = [], 0
         for n in send:
-            sends.append(src[off:off + n] if n else None)
+            sends.append(src[off : off + n] if n else None)
             off += n
         f = _Flat(output, False)
         starts, o = [], 0
@@ -822,11 +907,10 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             pos = 0
             for q, c in enumerate(counts):
                 if c:
-                    f.flat[starts[q] + lo:starts[q] + lo + c].copy_(view[pos:pos + c])
+                    f.flat[starts[q] + lo : starts[q] + lo + c].copy_(view[pos : pos + c])
                 pos += c
 
-        self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven,
-                            "all_to_all_single")
+        self._alltoall_flat(sends, send, recv, input.dtype, input.element_size(), write, uneven, "all_to_all_single")
         f.done()
         return _done([output], opts)
 
@@ -837,14 +921,18 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         w = self._w
         if not splits:
             if t.dim() == 0 or t.shape[0] % w:
-                raise ValueError(f"hpshmem all_to_all_single: dim 0 of size "
-                                 f"{t.shape[0] if t.dim() else 0} does not split evenly over {w} ranks")
+                raise ValueError(
+                    f"hpshmem all_to_all_single: dim 0 of size "
+                    f"{t.shape[0] if t.dim() else 0} does not split evenly over {w} ranks"
+                )
             return [t.numel() // w] * w
         if len(splits) != w:
             raise ValueError(f"hpshmem all_to_all_single: {name} has {len(splits)} entries for {w} ranks")
         if any(s < 0 for s in splits) or sum(splits) != (t.shape[0] if t.dim() else 0):
-            raise ValueError(f"hpshmem all_to_all_single: {name} {list(splits)} must be non-negative and add up "
-                             f"to dim 0 ({t.shape[0] if t.dim() else 0})")
+            raise ValueError(
+                f"hpshmem all_to_all_single: {name} {list(splits)} must be non-negative and add up "
+                f"to dim 0 ({t.shape[0] if t.dim() else 0})"
+            )
         row = t[0].numel() if t.dim() and t.shape[0] else (t.numel() // max(1, t.shape[0]) if t.dim() else 1)
         if t.dim() and t.shape[0] == 0:
             row = 1
@@ -867,8 +955,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         recv = [t.numel() for t in output_tensors]
 
         write = _into_pieces(outs)
-        self._alltoall_flat(sends, [t.numel() for t in input_tensors], recv, dtype,
-                            input_tensors[0].element_size(), write, True)
+        self._alltoall_flat(
+            sends, [t.numel() for t in input_tensors], recv, dtype, input_tensors[0].element_size(), write, True
+        )
         for f in outs:
             f.done()
         return _done(output_tensors, opts)
@@ -882,8 +971,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         me_root = root == self._me
         outs = []
         if me_root:
-            pieces = self._pieces(output_lists, inp, "gather", "output_list",
-                                  f"the root needs one output list of {w} tensors")
+            pieces = self._pieces(
+                output_lists, inp, "gather", "output_list", f"the root needs one output list of {w} tensors"
+            )
             outs = [_Flat(o, False) for o in pieces]
         src = inp.reshape(-1).contiguous()
         sends = [src if p == root and n else None for p in range(w)]
@@ -905,8 +995,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         me_root = root == self._me
         sends = [None] * w
         if me_root:
-            pieces = self._pieces(input_lists, out, "scatter", "input_list",
-                                  f"the root needs one input list of {w} tensors")
+            pieces = self._pieces(
+                input_lists, out, "scatter", "input_list", f"the root needs one input list of {w} tensors"
+            )
             sends = [t.reshape(-1).contiguous() if n else None for t in pieces]
         send = [n if me_root else 0] * w
         recv = [n if p == root else 0 for p in range(w)]
@@ -915,7 +1006,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         def write(view, lo, counts):
             c = counts[root]
             if c:
-                f.flat[lo:lo + c].copy_(view[:c])
+                f.flat[lo : lo + c].copy_(view[:c])
 
         self._alltoall_flat(sends, send, recv, out.dtype, out.element_size(), write, False, "scatter")
         f.done()
@@ -948,13 +1039,16 @@ class HpshmemProcessGroup(dist.ProcessGroup):
             except Exception as e:
                 if ack is not None:
                     self._p2p.cancel(ack)
-                raise RuntimeError(f"Rank {self._me} successfully reached monitoredBarrier, but received errors while "
-                                   f"waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank. "
-                                   f"({e})") from e
+                raise RuntimeError(
+                    f"Rank {self._me} successfully reached monitoredBarrier, but received errors while "
+                    f"waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank. "
+                    f"({e})"
+                ) from e
             return
         deadline = None if seconds is None else time.monotonic() + seconds
-        works = {r: self._p2p.recv(torch.zeros(1, dtype=torch.uint8), r, _MONITORED_TAG, None)
-                 for r in range(1, self._w)}
+        works = {
+            r: self._p2p.recv(torch.zeros(1, dtype=torch.uint8), r, _MONITORED_TAG, None) for r in range(1, self._w)
+        }
         missing = []
         try:
             self._monitor(works, deadline, seconds, wait_all_ranks, missing)
@@ -963,8 +1057,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                 if not w.is_completed():
                     self._p2p.cancel(w)
         if missing:
-            raise RuntimeError(f"Ranks {', '.join(map(str, missing))} failed to pass monitoredBarrier in "
-                               f"{seconds * 1000:.0f} ms")
+            raise RuntimeError(
+                f"Ranks {', '.join(map(str, missing))} failed to pass monitoredBarrier in {seconds * 1000:.0f} ms"
+            )
         for r in range(1, self._w):
             self._p2p.send(token, r, _MONITORED_TAG, None)
 
@@ -1025,10 +1120,24 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
 
 # Every call of a group that may wait (its collectives, barrier, and point-to-point waits).
-_TIMED_CALLS = ("allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "_reduce_scatter_base",
-                "reduce_scatter_single_coalesced", "broadcast", "allgather", "_allgather_base",
-                "all_gather_single_coalesced", "allgather_coalesced", "alltoall_base", "alltoall", "gather",
-                "scatter", "barrier")
+_TIMED_CALLS = (
+    "allreduce",
+    "allreduce_coalesced",
+    "reduce",
+    "reduce_scatter",
+    "_reduce_scatter_base",
+    "reduce_scatter_single_coalesced",
+    "broadcast",
+    "allgather",
+    "_allgather_base",
+    "all_gather_single_coalesced",
+    "allgather_coalesced",
+    "alltoall_base",
+    "alltoall",
+    "gather",
+    "scatter",
+    "barrier",
+)
 
 
 def _timed(call):
@@ -1057,8 +1166,11 @@ class _TimedProcessGroup(HpshmemProcessGroup):
 
 for _call in _TIMED_CALLS:
     setattr(_TimedProcessGroup, _call, _timed(getattr(HpshmemProcessGroup, _call)))
-for _alias, _call in (("reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced"),
-                      ("reduce_scatter_single", "_reduce_scatter_base"), ("all_gather_single", "_allgather_base"),
-                      ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"),
-                      ("all_to_all_single", "alltoall_base")):
+for _alias, _call in (
+    ("reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced"),
+    ("reduce_scatter_single", "_reduce_scatter_base"),
+    ("all_gather_single", "_allgather_base"),
+    ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"),
+    ("all_to_all_single", "alltoall_base"),
+):
     setattr(_TimedProcessGroup, _alias, getattr(_TimedProcessGroup, _call))

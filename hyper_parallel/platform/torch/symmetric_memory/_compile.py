@@ -19,6 +19,7 @@ Ordering in the graph:
 Registering the replacements imports ``torch._dynamo`` (about a second), so it happens when torch
 itself imports that module (the first ``torch.compile``), not when this library is imported.
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -52,8 +53,7 @@ def _scalars(names, *values):
         elif isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
             ints.append(v), tensors.append(None), strs.append("")
         else:
-            return None, None, None, (f"{name} must be an int or a one-element integer tensor, "
-                                      f"got {type(v).__name__}")
+            return None, None, None, (f"{name} must be an int or a one-element integer tensor, got {type(v).__name__}")
     return ints, tensors, "\0".join(strs), None
 
 
@@ -82,25 +82,33 @@ Ints, Tensors, Strs = List[int], List[Optional[torch.Tensor]], str
 
 
 @torch.library.custom_op(f"{_NS}::put", mutates_args=())
-def _put(target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs,
-         block_dim: Optional[int]) -> None:
+def _put(
+    target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, block_dim: Optional[int]
+) -> None:
     t_off, s_off, size, rank = _unpack(ints, tensors, strs)
     _api().shmem_put(target, t_off, src, s_off, size, rank, block_dim=block_dim)
 
 
 @torch.library.custom_op(f"{_NS}::get", mutates_args=("target",))
-def _get(target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs,
-         block_dim: Optional[int]) -> None:
+def _get(
+    target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, block_dim: Optional[int]
+) -> None:
     t_off, s_off, size, rank = _unpack(ints, tensors, strs)
     _api().shmem_get(target, t_off, src, s_off, size, rank, block_dim=block_dim)
 
 
 @torch.library.custom_op(f"{_NS}::put_with_signal", mutates_args=())
-def _put_with_signal(target: torch.Tensor, src: torch.Tensor, signal: torch.Tensor, ints: Ints, tensors: Tensors,
-                     strs: Strs, block_dim: Optional[int]) -> None:
+def _put_with_signal(
+    target: torch.Tensor,
+    src: torch.Tensor,
+    signal: torch.Tensor,
+    ints: Ints,
+    tensors: Tensors,
+    strs: Strs,
+    block_dim: Optional[int],
+) -> None:
     t_off, s_off, size, sig_off, value, op, rank = _unpack(ints, tensors, strs)
-    _api().shmem_put_with_signal(target, t_off, src, s_off, size, signal, sig_off, value, op, rank,
-                                 block_dim=block_dim)
+    _api().shmem_put_with_signal(target, t_off, src, s_off, size, signal, sig_off, value, op, rank, block_dim=block_dim)
 
 
 @torch.library.custom_op(f"{_NS}::signal_op", mutates_args=())
@@ -109,8 +117,9 @@ def _signal_op(signal: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs) -
 
 
 @torch.library.custom_op(f"{_NS}::wait_for_signal", mutates_args=("depend_tensor",))
-def _wait(depend_tensor: Optional[torch.Tensor], signal: torch.Tensor, ints: Ints, tensors: Tensors,
-          strs: Strs) -> torch.Tensor:
+def _wait(
+    depend_tensor: Optional[torch.Tensor], signal: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs
+) -> torch.Tensor:
     seen = _api().shmem_wait_for_signal(depend_tensor, signal, *_unpack(ints, tensors, strs))
     return torch.tensor(seen, dtype=torch.int64)
 
@@ -121,19 +130,28 @@ def _barrier(group_ranks: Ints) -> None:
 
 
 @torch.library.custom_op(f"{_NS}::allgather", mutates_args=("output_tensor",))
-def _allgather(output_tensor: torch.Tensor, input_tensor: torch.Tensor, copy_mode: str,
-               block_dim: Optional[int], group_ranks: Ints) -> None:
-    _api().shmem_allgather(output_tensor, input_tensor, mode=copy_mode, block_dim=block_dim,
-                           group=_group_of(group_ranks))
+def _allgather(
+    output_tensor: torch.Tensor, input_tensor: torch.Tensor, copy_mode: str, block_dim: Optional[int], group_ranks: Ints
+) -> None:
+    _api().shmem_allgather(
+        output_tensor, input_tensor, mode=copy_mode, block_dim=block_dim, group=_group_of(group_ranks)
+    )
 
 
 @torch.library.custom_op(f"{_NS}::alltoall", mutates_args=("receive_tensor",))
-def _alltoall(send_tensor_list: List[torch.Tensor], receive_tensor: torch.Tensor, receive_counts: Ints,
-              receive_list_tensor: Optional[torch.Tensor], copy_mode: str, block_dim: Optional[int],
-              group_ranks: Ints) -> None:
+def _alltoall(
+    send_tensor_list: List[torch.Tensor],
+    receive_tensor: torch.Tensor,
+    receive_counts: Ints,
+    receive_list_tensor: Optional[torch.Tensor],
+    copy_mode: str,
+    block_dim: Optional[int],
+    group_ranks: Ints,
+) -> None:
     counts = receive_list_tensor if receive_list_tensor is not None else receive_counts
-    _api().shmem_alltoall(send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim,
-                          group=_group_of(group_ranks))
+    _api().shmem_alltoall(
+        send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim, group=_group_of(group_ranks)
+    )
 
 
 @torch.library.custom_op(f"{_NS}::allreduce", mutates_args=("tensor",))
@@ -142,8 +160,12 @@ def _allreduce(tensor: torch.Tensor, op: str, algorithm: Optional[str], group_ra
 
 
 @torch.library.custom_op(f"{_NS}::reduce_scatter", mutates_args=("output",))
-def _reduce_scatter(output: torch.Tensor, input: torch.Tensor, op: str,  # noqa: A002 (the API's name)
-                    group_ranks: Ints) -> None:
+def _reduce_scatter(
+    output: torch.Tensor,
+    input: torch.Tensor,
+    op: str,  # noqa: A002 (the API's name)
+    group_ranks: Ints,
+) -> None:
     _api().shmem_reduce_scatter(output, input, op, group=_group_of(group_ranks))
 
 
@@ -154,19 +176,39 @@ def _broadcast(tensor: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, g
 
 
 @torch.library.custom_op(f"{_NS}::fused_all_gather_matmul", mutates_args=("gather_out", "c"))
-def _fused_agmm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, gather_out: torch.Tensor, signal: torch.Tensor,
-                ints: Ints, tensors: Tensors, strs: Strs, copy_mode: str, overlap: Optional[bool],
-                group_ranks: Ints) -> None:
+def _fused_agmm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    gather_out: torch.Tensor,
+    signal: torch.Tensor,
+    ints: Ints,
+    tensors: Tensors,
+    strs: Strs,
+    copy_mode: str,
+    overlap: Optional[bool],
+    group_ranks: Ints,
+) -> None:
     block = _unpack(ints, tensors, strs)[0] if ints else None
-    _api().fused_all_gather_matmul(a, b, c, gather_out, signal, block, mode=copy_mode, overlap=overlap,
-                                   group=_group_of(group_ranks))
+    _api().fused_all_gather_matmul(
+        a, b, c, gather_out, signal, block, mode=copy_mode, overlap=overlap, group=_group_of(group_ranks)
+    )
 
 
 @torch.library.custom_op(f"{_NS}::fused_matmul_reduce_scatter", mutates_args=("symm_tensor",))
-def _fused_mmrs(x1: torch.Tensor, x2: torch.Tensor, symm_tensor: torch.Tensor, signal: torch.Tensor, reduce_op: str,
-                copy_mode: str, overlap: Optional[bool], group_ranks: Ints) -> torch.Tensor:
-    return _api().fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op, mode=copy_mode, overlap=overlap,
-                                              group=_group_of(group_ranks))
+def _fused_mmrs(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    symm_tensor: torch.Tensor,
+    signal: torch.Tensor,
+    reduce_op: str,
+    copy_mode: str,
+    overlap: Optional[bool],
+    group_ranks: Ints,
+) -> torch.Tensor:
+    return _api().fused_matmul_reduce_scatter(
+        x1, x2, symm_tensor, signal, reduce_op, mode=copy_mode, overlap=overlap, group=_group_of(group_ranks)
+    )
 
 
 @torch.library.custom_op(f"{_NS}::argument_error", mutates_args=())
@@ -178,8 +220,20 @@ def _argument_error(message: str) -> None:
 # --------------------------------------------------------------------------- shapes for tracing
 # Tracing runs these on fake tensors: they describe the outputs and check nothing (the values
 # are unknown); the operators check everything when they run.
-for _op in (_put, _get, _put_with_signal, _signal_op, _barrier, _allgather, _alltoall, _allreduce, _reduce_scatter,
-            _broadcast, _fused_agmm, _argument_error):
+for _op in (
+    _put,
+    _get,
+    _put_with_signal,
+    _signal_op,
+    _barrier,
+    _allgather,
+    _alltoall,
+    _allreduce,
+    _reduce_scatter,
+    _broadcast,
+    _fused_agmm,
+    _argument_error,
+):
     _op.register_fake(lambda *args, **kwargs: None)
 
 
@@ -194,8 +248,22 @@ def _(x1, x2, symm_tensor, signal, reduce_op, copy_mode, overlap, group_ranks):
     return x1.new_empty((x1.shape[0] // w, x2.shape[1]))
 
 
-for _op in (_put, _get, _put_with_signal, _signal_op, _wait, _barrier, _allgather, _alltoall, _allreduce,
-            _reduce_scatter, _broadcast, _fused_agmm, _fused_mmrs, _argument_error):
+for _op in (
+    _put,
+    _get,
+    _put_with_signal,
+    _signal_op,
+    _wait,
+    _barrier,
+    _allgather,
+    _alltoall,
+    _allreduce,
+    _reduce_scatter,
+    _broadcast,
+    _fused_agmm,
+    _fused_mmrs,
+    _argument_error,
+):
     _register_effectful_op(_op._opoverload, EffectType.ORDERED)
 
 
@@ -227,10 +295,23 @@ def _register_substitutes():
         torch.ops.hyper_parallel.get(target, src, ints, tensors, strs, block_dim)
 
     @substitute(symm.shmem_put_with_signal)
-    def shmem_put_with_signal(target, target_offset, src, src_offset, size, signal, signal_offset, signal_value,
-                              signal_op, target_rank, *, block_dim=None):
-        ints, tensors, strs, error = _scalars(_PUT_SIGNAL, target_offset, src_offset, size, signal_offset,
-                                              signal_value, signal_op, target_rank)
+    def shmem_put_with_signal(
+        target,
+        target_offset,
+        src,
+        src_offset,
+        size,
+        signal,
+        signal_offset,
+        signal_value,
+        signal_op,
+        target_rank,
+        *,
+        block_dim=None,
+    ):
+        ints, tensors, strs, error = _scalars(
+            _PUT_SIGNAL, target_offset, src_offset, size, signal_offset, signal_value, signal_op, target_rank
+        )
         if error:
             return torch.ops.hyper_parallel.argument_error(error)
         torch.ops.hyper_parallel.put_with_signal(target, src, signal, ints, tensors, strs, block_dim)
@@ -262,18 +343,21 @@ def _register_substitutes():
     def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None, group=None):
         ranks = group_ranks(group)
         if isinstance(receive_list, torch.Tensor):
-            torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, [], receive_list, mode,
-                                              block_dim, ranks)
+            torch.ops.hyper_parallel.alltoall(
+                list(send_tensor_list), receive_tensor, [], receive_list, mode, block_dim, ranks
+            )
         elif not isinstance(receive_list, (list, tuple)):
             return torch.ops.hyper_parallel.argument_error(
-                f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}")
+                f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}"
+            )
         else:
             names = tuple(f"receive_list[{q}]" for q in range(len(receive_list)))
             counts, _, _, error = _scalars(names, *receive_list)
             if error:
                 return torch.ops.hyper_parallel.argument_error(error)
-            torch.ops.hyper_parallel.alltoall(list(send_tensor_list), receive_tensor, counts, None, mode, block_dim,
-                                              ranks)
+            torch.ops.hyper_parallel.alltoall(
+                list(send_tensor_list), receive_tensor, counts, None, mode, block_dim, ranks
+            )
         return receive_tensor
 
     @substitute(symm.shmem_allreduce)
@@ -295,8 +379,7 @@ def _register_substitutes():
         return tensor
 
     @substitute(symm.fused_all_gather_matmul)
-    def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None,
-                                group=None):
+    def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None, group=None):
         if c is None:
             c = a.new_empty((gather_out.shape[0], b.shape[1]))
         if block_size is None:
@@ -305,15 +388,18 @@ def _register_substitutes():
             ints, tensors, strs, error = _scalars(("block_size",), block_size)
             if error:
                 return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.fused_all_gather_matmul(a, b, c, gather_out, signal, ints, tensors, strs, mode,
-                                                         overlap, group_ranks(group))
+        torch.ops.hyper_parallel.fused_all_gather_matmul(
+            a, b, c, gather_out, signal, ints, tensors, strs, mode, overlap, group_ranks(group)
+        )
         return gather_out, c
 
     @substitute(symm.fused_matmul_reduce_scatter)
-    def fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None,
-                                    group=None):
-        return torch.ops.hyper_parallel.fused_matmul_reduce_scatter(x1, x2, symm_tensor, signal, reduce_op, mode,
-                                                                    overlap, group_ranks(group))
+    def fused_matmul_reduce_scatter(
+        x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None, group=None
+    ):
+        return torch.ops.hyper_parallel.fused_matmul_reduce_scatter(
+            x1, x2, symm_tensor, signal, reduce_op, mode, overlap, group_ranks(group)
+        )
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -8,7 +8,6 @@ without copying, and how to find the job's peers through torch.distributed.
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import os
 
@@ -33,6 +32,7 @@ class TorchSymmetricMemoryHandler:
     def api_loaded(self, api) -> None:
         """The public API module `api` is complete: torch.compile may now trace its functions."""
         from hyper_parallel.platform.torch.symmetric_memory import _compile
+
         _compile.install(api)
 
     # ------------------------------------------------------------ rendezvous
@@ -55,7 +55,8 @@ class TorchSymmetricMemoryHandler:
             raise RuntimeError(
                 "symmetric memory needs the job's ranks: call torch.distributed.init_process_group() "
                 "before the first symm.empty(), or set HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=tcp://host:port "
-                "together with RANK and WORLD_SIZE")
+                "together with RANK and WORLD_SIZE"
+            )
         if endpoint:
             return rank, world, None, endpoint
         store = dist.distributed_c10d._get_default_store()
@@ -71,7 +72,8 @@ class TorchSymmetricMemoryHandler:
             except Exception as e:  # the store raises its own timeout type per backend
                 raise TimeoutError(
                     f"rank {rank}: rank 0 did not publish the symmetric-memory unique id within "
-                    f"{timeout_sec} s (did every rank call symm.empty()?): {e}") from e
+                    f"{timeout_sec} s (did every rank call symm.empty()?): {e}"
+                ) from e
             uid = store.get(key)
         return rank, world, bytes(uid), ""
 
@@ -113,8 +115,14 @@ class TorchSymmetricMemoryHandler:
             return t.data_ptr(), n, t.element_size(), t.dtype, t.is_contiguous(), "cpu" if t.is_cpu else t.device.type
         # torch reports data_ptr() == 0 for empty tensors; their place is still in the storage.
         item = t.element_size()
-        return (t.untyped_storage().data_ptr() + t.storage_offset() * item, 0, item, t.dtype, t.is_contiguous(),
-                "cpu" if t.is_cpu else t.device.type)
+        return (
+            t.untyped_storage().data_ptr() + t.storage_offset() * item,
+            0,
+            item,
+            t.dtype,
+            t.is_contiguous(),
+            "cpu" if t.is_cpu else t.device.type,
+        )
 
     def fast_protocol(self):
         """What the binding's fast path reads: (kind, tensor type, {dtype: itemsize}, int32, int64, reader, names).
@@ -128,8 +136,15 @@ class TorchSymmetricMemoryHandler:
             from hyper_parallel import _torch_tensor_reader as reader
         except ImportError:  # built without torch: the Python methods are read instead
             return "torch", torch.Tensor, itemsizes, torch.int32, torch.int64, None, None
-        return ("torch", torch.Tensor, itemsizes, reader.dtype_code(torch.int32), reader.dtype_code(torch.int64),
-                reader.capsule(), None)
+        return (
+            "torch",
+            torch.Tensor,
+            itemsizes,
+            reader.dtype_code(torch.int32),
+            reader.dtype_code(torch.int64),
+            reader.capsule(),
+            None,
+        )
 
     def fast_dtype_ids(self):
         """{dtype: what the fast path's tensor reader reports for it}, or None without the reader."""
@@ -155,13 +170,16 @@ class TorchSymmetricMemoryHandler:
 
     def scalar_int(self, t: torch.Tensor, name: str) -> int:
         if t.numel() != 1:
-            raise ValueError(f"{name} must be an int or a one-element integer tensor, got a tensor of shape "
-                             f"{tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must be an int or a one-element integer tensor, got a tensor of shape {tuple(t.shape)}"
+            )
         if t.dtype not in _INTEGER_DTYPES:
             raise TypeError(f"{name} must be an int or a one-element integer tensor, got dtype {t.dtype}")
         if t.is_meta or t.layout != torch.strided:
-            raise TypeError(f"{name} must be an int or a one-element integer tensor with a value, got a "
-                            f"{'meta' if t.is_meta else str(t.layout)} tensor")
+            raise TypeError(
+                f"{name} must be an int or a one-element integer tensor with a value, got a "
+                f"{'meta' if t.is_meta else str(t.layout)} tensor"
+            )
         return int(t.item())
 
     def wrap(self, buf, nbytes: int, shape, dtype) -> torch.Tensor:
