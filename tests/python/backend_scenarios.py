@@ -269,6 +269,31 @@ def scenario_shapes_and_coalescing(rank, world, port):
     dist.all_reduce(m)
     want = (torch.arange(35, dtype=torch.float32).reshape(5, 7) * w + sum(range(w))).t()
     assert torch.equal(m, want)
+    # sparse COO tensors (summed, as gloo): random entries, overlapping across ranks, duplicates within
+    # a rank, a rank with none; a dense dimension on the values
+    dense = []
+    for r in range(w):
+        x = torch.zeros(11, 5, 3, dtype=torch.float64)
+        if r != 1:
+            g = torch.Generator().manual_seed(100 + r)
+            rows, cols = torch.randint(0, 11, (9,), generator=g), torch.randint(0, 5, (9,), generator=g)
+            x.index_put_((rows, cols), torch.randn(9, 3, generator=g, dtype=torch.float64), accumulate=True)
+        dense.append(x)
+    mine = dense[rank].to_sparse(2)
+    k = min(2, mine.indices().shape[1])  # repeat the first entries with zero values: duplicates to coalesce
+    idx, val = mine.indices(), mine.values()
+    mine = torch.sparse_coo_tensor(
+        torch.cat([idx, idx[:, :k]], 1), torch.cat([val, torch.zeros(k, 3, dtype=torch.float64)]), mine.shape
+    )
+    dist.all_reduce(mine)
+    assert mine.layout == torch.sparse_coo
+    assert torch.allclose(mine.to_dense(), sum(dense), rtol=0, atol=1e-12), "sparse all_reduce"
+    try:
+        dist.all_reduce(dense[rank].to_sparse(), op=dist.ReduceOp.MAX)
+    except ValueError as e:
+        assert "sparse tensors are summed only" in str(e), e
+    else:
+        raise AssertionError("a sparse MAX was accepted")
     # a strided output of all_gather_into_tensor and broadcast into a strided view
     buf = torch.full((2 * w, 4), -1.0)
     view = buf[:, 1:3]

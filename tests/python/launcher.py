@@ -21,32 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-_WORKER = r"""
-import importlib.util, json, os, sys, traceback
-path, fn_name = sys.argv[1], sys.argv[2]
-rank, world, port, kwargs = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), json.loads(sys.argv[6])
-sys.path.insert(0, os.path.dirname(path))
-try:
-    mindspore = os.environ.get("HP_TEST_FRAMEWORK") == "mindspore"
-    if mindspore:
-        import mindspore  # imported first: the platform chooser must pick it on its own
-    elif os.environ.get("HP_TEST_NO_DIST") != "1":
-        import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    spec = importlib.util.spec_from_file_location("scenario_module", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["scenario_module"] = mod  # importable by name (MindSpore's graph compiler looks it up)
-    spec.loader.exec_module(mod)
-    getattr(mod, fn_name)(rank, world, **kwargs)
-    if mindspore and "torch" in sys.modules:
-        raise AssertionError("a MindSpore job imported torch")
-except BaseException:
-    traceback.print_exc()
-    sys.stderr.flush()
-    os._exit(1)
-sys.stdout.flush(); sys.stderr.flush()
-os._exit(0)
-"""
+WORKER = os.path.join(HERE, "rank_worker.py")  # one rank of a job
 
 
 def free_port() -> int:
@@ -128,8 +103,7 @@ def run_job(
             subprocess.Popen(
                 [
                     sys.executable,
-                    "-c",
-                    _WORKER,
+                    WORKER,
                     module_file,
                     fn,
                     str(r),

@@ -2,10 +2,9 @@
 
     BACKEND=hpshmem HP_TORCH_SUITE=all python -m pytest tests/torch_suite --junitxml=hpshmem.xml
     BACKEND=gloo HP_TORCH_SUITE=all python -m pytest tests/torch_suite --junitxml=gloo.xml
-    python tests/torch_suite/report.py hpshmem.xml gloo.xml > tests/torch_suite/SKIPS.md
+    python tests/torch_suite/report.py hpshmem.xml [more-hpshmem.xml ...] --gloo gloo.xml > tests/torch_suite/SKIPS.md
 
-The gloo run may cover only some tests (those that did not pass on hpshmem): a test it lacks is
-reported as "not run on gloo".
+Later hpshmem files override earlier ones test by test (a rerun of some tests after a fix).
 """
 
 import sys
@@ -29,8 +28,11 @@ def outcomes(path):
     return res
 
 
-def main(ours_path, gloo_path=None):
-    ours = outcomes(ours_path)
+def main(argv):
+    gloo_path = argv[argv.index("--gloo") + 1] if "--gloo" in argv else None
+    ours = {}
+    for path in [a for a in argv if a.endswith(".xml") and a != gloo_path]:
+        ours.update(outcomes(path))
     gloo = outcomes(gloo_path) if gloo_path else {}
     count = defaultdict(int)
     for outcome, _ in ours.values():
@@ -72,4 +74,4 @@ def main(ours_path, gloo_path=None):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(sys.argv[1:])

@@ -576,6 +576,9 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         opts = opts or _c10d.AllreduceOptions()
+        if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) and tensors[0].layout == torch.sparse_coo:
+            self._allreduce_sparse(tensors[0], opts.reduceOp)
+            return _done(tensors, opts)
         t = _one(tensors, "allreduce")
         red = opts.reduceOp
         value = red.op.value
@@ -591,6 +594,35 @@ class HpshmemProcessGroup(dist.ProcessGroup):
                     return _Work(tensors) if opts.asyncOp else _DONE
         self._allreduce_one(t, red)
         return _done(tensors, opts)
+
+    def _allreduce_sparse(self, t: torch.Tensor, red):
+        """A sparse COO tensor summed over the group, in place (as gloo: SUM only). Every rank's
+        indices and values are gathered (padded to the largest count) and added in rank order."""
+        if _op_value(red) != int(_ROp.SUM):
+            raise ValueError(
+                f"hpshmem allreduce: sparse tensors are summed only, not reduced with "
+                f"{dist.ReduceOp.RedOpType(_op_value(red))}"
+            )
+        c = t.coalesce()
+        _check_cpu([c.values()], "allreduce")
+        idx, val, w = c.indices(), c.values(), self._w
+        counts = torch.empty(w, dtype=torch.int64)
+        self._allgather_into(counts, torch.tensor([idx.shape[1]], dtype=torch.int64), "allreduce (sparse)")
+        most = int(counts.max())
+        pad_idx = torch.zeros((idx.shape[0], most), dtype=torch.int64)
+        pad_idx[:, : idx.shape[1]] = idx
+        pad_val = torch.zeros((most, *val.shape[1:]), dtype=val.dtype)
+        pad_val[: val.shape[0]] = val
+        all_idx = torch.empty((w, *pad_idx.shape), dtype=torch.int64)
+        all_val = torch.empty((w, *pad_val.shape), dtype=val.dtype)
+        self._allgather_into(all_idx, pad_idx, "allreduce (sparse)")
+        self._allgather_into(all_val, pad_val, "allreduce (sparse)")
+        total = None
+        for r in range(w):
+            n = int(counts[r])
+            part = torch.sparse_coo_tensor(all_idx[r, :, :n], all_val[r, :n], t.shape)
+            total = part if total is None else total + part
+        t.copy_(total.coalesce())
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or _c10d.AllreduceCoalescedOptions()
