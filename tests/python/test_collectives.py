@@ -207,7 +207,10 @@ def scenario_fused_mm_rs(rank, world, mr=5, k=16, n=7):
 def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
     """Partials of wildly different magnitudes, so float32 rounding makes the order of summation
     visible: every rank rebuilds each peer's partial exactly as the op computes it and sums them
-    in rank order; the op's result must match bit for bit (a rank-dependent order would not)."""
+    in rank order; the op's result must match bit for bit (a rank-dependent order would not).
+    The partials are exact integers: ranks 0 and 1 (mod 4) hold B and -B (2^27 times one matrix),
+    the others small ones that float32 absorbs into B, so whichever pair is added first decides the
+    bits, and every rotation of the rank order gives other bits on every CPU."""
     import torch
 
     import hyper_parallel.core.symmetric_memory as symm
@@ -215,8 +218,10 @@ def scenario_fused_mm_rs_fixed_order(rank, world, mr=3, k=16, n=5):
     m = mr * world
 
     def inputs(r):
-        g = torch.Generator().manual_seed(1234 + r)
-        return torch.randn(m, k, generator=g) * [1.0, 170.0, 3.1, 0.37][r % 4], torch.randn(k, n, generator=g)
+        g = torch.Generator().manual_seed(1234 + max(r % 4, 1))
+        a = torch.randint(1, 3, (m, k), generator=g).float()
+        b = torch.randint(1, 3, (k, n), generator=torch.Generator().manual_seed(99)).float()
+        return a * (2.0**27, -(2.0**27), 1.0, 1.0)[r % 4], b
 
     x1, x2 = inputs(rank)
     symm_t = symm.empty((m, n), dtype=torch.float32)
