@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install test test-full test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
+.PHONY: all build build-cpp install lint format docs test test-quick test-full test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
 
 all: build
 
@@ -16,14 +16,52 @@ build-cpp:
 install:
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e .
 
+# The style the tree obeys (ruff for Python, clang-format for C and C++) and the generated OpenSHMEM
+# header, checked; `make format` applies the formatters.
+CXX_SOURCES = $(shell git ls-files '*.cc' '*.h' '*.c' | grep -v shmem_generic.h)
+CLANG_FORMAT = $(shell $(PY) -c "import clang_format; print(clang_format.get_executable('clang-format'))")
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(CLANG_FORMAT) --dry-run -Werror $(CXX_SOURCES)
+	$(PY) scripts/gen_shmem_generic.py --check
+
+format:
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+	$(CLANG_FORMAT) -i $(CXX_SOURCES)
+
+# The documentation site (docs/, Sphinx): warnings are errors. Open build/docs/index.html.
+docs: install
+	$(PY) -m sphinx -W --keep-going -q -b html docs build/docs
+
 # C++ runtime tests (GoogleTest via CTest), then the Python API tests (pytest), one test of each
 # operation of torch's own distributed suite on the hpshmem backend, then the C++ tests again under
 # the sanitizers. Serial: every test is a multi-process job on a 2-core host.
-test: build-cpp install
+test: lint docs build-cpp
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 	$(PY) -m pytest tests/python tests/oshmem -q
 	$(PY) -m pytest tests/torch_suite -q
 	$(MAKE) test-sanitize
+
+# One test of each capability, for the edit-test loop (a few minutes): the runtime (heap, RMA, signals,
+# atomics, collectives, teams, failures, across simulated hosts), the Python API on both frameworks,
+# groups, torch.compile, MindSpore graph mode, the torch.distributed backend, OpenSHMEM.
+QUICK_CPP = ^(Heap.SameOffsetsOnEveryRankAndPtrTranslates|Rma.PutGetRoundTrips2Ranks|Signal.AllSixComparisonsWithNegativeValues|Amo.EveryOpFromEveryRankInt32_3Ranks|Collective.AllreduceEveryOpBothAlgorithmsBackToBack4Ranks|Team.TwoTeamsRunDifferentCollectivesConcurrently4Ranks|Failure.KilledRankIsReportedWithinFiveSeconds|Bootstrap.EndpointWithSecret|hosts/Rma.PutGetRoundTrips2Ranks)$$
+QUICK_PY = tests/python/test_primitives.py::test_put_get_every_dtype_and_odd_size[torch-3] \
+  tests/python/test_primitives.py::test_put_get_every_dtype_and_odd_size[mindspore-2] \
+  tests/python/test_collectives.py::test_allgather_push_and_pull[torch-3] \
+  tests/python/test_reductions.py::test_allreduce_every_dtype_op_and_size[torch-1] \
+  tests/python/test_groups.py::test_two_groups_run_different_collectives_concurrently[torch-True] \
+  tests/python/test_compile.py::test_compiled_step_is_bit_identical_to_eager[2] \
+  tests/python/test_mindspore_graph.py::test_graph_mode_put_signal_wait_get_barrier_3_ranks \
+  tests/python/test_hosts.py::test_scenario_across_hosts[scenario_put_get_all_dtypes-hosts-torch] \
+  tests/python/test_backend.py::test_every_op_against_references[3] \
+  tests/python/test_backend.py::test_point_to_point[shm] \
+  "tests/oshmem/test_oshmem.py::test_rma_every_type[3-extra1]"
+test-quick: build-cpp install
+	ctest --test-dir $(CPP_BUILD) --output-on-failure -R '$(QUICK_CPP)'
+	$(PY) -m pytest -q $(QUICK_PY)
 
 # The C++ suite (every layout) built with AddressSanitizer + UndefinedBehaviorSanitizer, then with
 # ThreadSanitizer; any report fails the run. UCX's memory-event hooks patch mmap under TSan's own

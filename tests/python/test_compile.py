@@ -58,7 +58,7 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
         symm.shmem_alltoall(sends, a2a, counts)
         symm.shmem_signal_op(sig, 1, 1, "add", to)
         symm.shmem_wait_for_signal(None, sig, 1, epoch, "ge")
-        symm.shmem_put(red, 0, y, 0, n, rank)  # filled by a library call: see the README on in-place writes
+        symm.shmem_put(red, 0, y, 0, n, rank)  # filled by a library call: see docs/torch-compile.md on in-place writes
         symm.shmem_allreduce(red, "sum")
         symm.shmem_reduce_scatter(scattered, gathered, "max")
         symm.shmem_broadcast(red, world - 1)
@@ -66,12 +66,12 @@ def scenario_compiled_equals_eager(rank, world, iters=100, n=37, m=6, k=5):
         rs = symm.fused_matmul_reduce_scatter(g, b, slots, rs_sig, "sum")
         symm.barrier()  # no rank's next put lands in `recv` before its owner has read it
         # Results are computed from the buffers, not cloned: inductor (2.13) drops a clone of a buffer
-        # that a custom op mutated and returns the buffer itself (see the README).
+        # that a custom op mutated and returns the buffer itself (see docs/torch-compile.md).
         return got, local, gathered * 2, a2a * 2, c, rs, red * 1, scattered * 1, seen
 
     def run(fn, i, epoch):
         # Poisoned before each call (in place writes to symmetric tensors belong outside compiled
-        # code, see the README); a peer writes this rank's outputs only once this rank has entered.
+        # code, see docs/torch-compile.md); a peer writes this rank's outputs only once this rank has entered.
         a2a.fill_(-7.0)
         gathered.fill_(-9.0)
         return fn(x + i, epoch)
@@ -158,7 +158,7 @@ def scenario_compiled_groups(rank, world, iters=20, n=29):
     symm.barrier()
     if rank != 1:
         # Inputs are written outside the compiled function (in-place writes inside reach the ops
-        # as copies: see the README's torch.compile limits).
+        # as copies: see the limits in docs/torch-compile.md).
         def step(i):
             symm.shmem_allreduce(buf, "sum", group=pg)
             symm.shmem_allgather(gathered, buf, group=ranks)

@@ -242,7 +242,7 @@ void InitImpl(const char* fn, int level) {
     std::printf("OpenSHMEM %d.%d, %s\n", SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, SHMEM_VENDOR_STRING);
   if (s.me == 0 && Env("SHMEM_INFO")) {
     std::printf("  SHMEM_SYMMETRIC_SIZE      %zu bytes of heap (+%zu of program data)\n", heap, data_bytes);
-    std::printf("  HYPER_PARALLEL_SHMEM_*    see the README; debug state: %s\n", DebugState().c_str());
+    std::printf("  HYPER_PARALLEL_SHMEM_*    see docs/python-api.md; debug state: %s\n", DebugState().c_str());
   }
 }
 

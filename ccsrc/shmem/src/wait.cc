@@ -98,7 +98,7 @@ WaitPolicy ChooseWaitPolicy(const std::string& mode, double spin_us, double yiel
     // The rank waited for is likely queued on this core: hand it the core at
     // once. sched_yield does (EEVDF moves the yielder's deadline a slice
     // out); a futex sleep would too, but its wake-up costs tens of
-    // microseconds on a virtual machine (measured: README, "Waiting").
+    // microseconds on a virtual machine (measured: docs/performance.md, "Waiting").
     p.spin_ns = 0;
     p.yield_ns = 1000000;  // 8 ranks on 2 cores: a peer may wait for several others' turns
   }

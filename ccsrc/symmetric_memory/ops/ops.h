@@ -112,7 +112,7 @@ Status Alltoall(const void* const* sends, const int64_t* send_elems, void* recv,
 // every rank, before any buffer is touched.
 
 enum class AllreduceAlgorithm : int {
-  kAuto,     // one-shot up to kOneShotMaxBytes (or on 2 ranks), two-shot above
+  kAuto,     // one-shot up to kOneShotMaxBytes, two-shot above
   kOneShot,  // every rank reads every rank's whole tensor and reduces all of it
   kTwoShot,  // rank r reduces block r of every rank's tensor, then puts it into everyone's block r
 };

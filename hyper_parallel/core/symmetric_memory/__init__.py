@@ -1,5 +1,7 @@
 """One-sided communication over a symmetric heap, for PyTorch and MindSpore.
 
+Example (ranks 0 and 1)::
+
     import hyper_parallel.core.symmetric_memory as symm
 
     buf = symm.empty(4096, dtype=torch.float16)      # collective; storage in the heap
@@ -39,7 +41,7 @@ Environment: ``SYMMETRIC_MEMORY_HEAP_SIZE`` (bytes, k/m/g suffixes, default 1g),
 (threads per copy, default 1), ``HYPER_PARALLEL_SHMEM_LOG_LEVEL``,
 ``HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT`` / ``..._SECRET`` / ``..._HOST``,
 ``HYPER_PARALLEL_SHMEM_HOST_ID`` and ``HYPER_PARALLEL_SHMEM_TRANSPORT`` (ranks on several hosts, see
-the README), ``HYPER_PARALLEL_PLATFORM``.
+the documentation's page docs/several-hosts.md), ``HYPER_PARALLEL_PLATFORM``.
 
 This module is the public surface; the shared pieces (binding, handler, errors), the process's
 state, the argument checks and the rendezvous handle live in ``_base``, ``_state``, ``_checks``
@@ -511,7 +513,7 @@ def shmem_allreduce(tensor: Tensor, op: str = "sum", *, algorithm: Optional[str]
     "avg", "max", "min", "prod") of every rank's `tensor`. Deterministic: the ranks' values are
     combined in rank order, so every rank gets the same bits, call after call; float16/bfloat16 are
     accumulated in float32 and rounded once; integers wrap; "avg" divides integers toward zero.
-    `algorithm`: None (by size: one-shot up to 256 KiB or on 2 ranks, else two-shot), "one_shot"
+    `algorithm`: None (by size: one-shot up to 256 KiB, else two-shot), "one_shot"
     (every rank reduces the whole tensor from every rank's copy) or "two_shot" (rank r reduces
     block r, then puts it into everyone's block r). Reusable back to back with no re-zeroing or
     barrier. `group`: None (every rank), a list of global ranks, a torch ProcessGroup or a MindSpore group
