@@ -1151,7 +1151,8 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         pass
 
 
-# Every call of a group that may wait (its collectives, barrier, and point-to-point waits).
+# Every call of a group that waits in the runtime: its collectives and barrier. (A point-to-point
+# Work is waited on outside the group's calls, by the job's timeout or wait()'s own.)
 _TIMED_CALLS = (
     "allreduce",
     "allreduce_coalesced",
