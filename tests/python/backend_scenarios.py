@@ -554,7 +554,8 @@ def scenario_mismatch(rank, world, port):
     assert torch.equal(t, torch.full((3,), float(world)))
     for bad, exc in (
         (lambda: dist.broadcast(torch.ones(2), world + 3), ValueError),
-        (lambda: dist.all_reduce(torch.ones(2, dtype=torch.float64).to_sparse()), TypeError),
+        (lambda: dist.all_reduce(torch.ones(2, 2, dtype=torch.float64).to_sparse_csr()), TypeError),
+        (lambda: dist.all_reduce(torch.ones(2).to_sparse(), dist.ReduceOp.MAX), ValueError),
     ):
         try:
             bad()
