@@ -43,8 +43,9 @@ Status Barrier() {
                             " cannot complete: rank(s) " + rt->LostRanks() + " exited or were killed");
   }
   // Everything this rank did before the barrier is complete at its targets
-  // before any rank leaves it: remote updates by a quiet; shared-memory ones
-  // by the fence every shared-memory signal makes (so no second one here).
+  // before any rank leaves it: each transport's BarrierQuiet (remote updates
+  // by a quiet; shared-memory ones by the fence that every shared-memory
+  // signal makes, so no second one there).
   if (rt->broken_flag.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lk(rt->broken_mu);
     if (!rt->broken.empty()) {
@@ -54,7 +55,7 @@ Status Barrier() {
                                         "), so its arrival may count in the wrong barrier on the other ranks");
     }
   }
-  if (rt->ucx) HPSHMEM_RETURN_IF_ERROR(rt->ucx->Quiet());
+  for (auto& t : rt->transports) HPSHMEM_RETURN_IF_ERROR(t->BarrierQuiet());
   const int64_t epoch = static_cast<int64_t>(++rt->barrier_epoch);
   const int n = rt->nranks, me = rt->rank;
   std::atomic_ref<uint64_t>(rt->header()->barrier_entered).store(epoch, std::memory_order_release);
@@ -65,7 +66,7 @@ Status Barrier() {
     rt->broken_flag.store(true, std::memory_order_release);
     return s;
   };
-  if (!rt->ucx && n > 1) {
+  if (rt->all_mapped && n > 1) {
     // Every rank maps rank 0's header: the central barrier. The seq_cst add
     // also orders this rank's earlier shared-memory writes before its arrival.
     auto* h0 = reinterpret_cast<PeHeader*>(rt->route[0]->Segment(0));

@@ -51,7 +51,7 @@ std::string DebugState() {
   std::lock_guard<std::mutex> alk(rt->alloc_mu);
   static const char* kLevels[] = {"error", "warn", "info", "debug"};
   o << "{\"initialized\": true, \"rank\": " << rt->rank << ", \"world_size\": " << rt->nranks << ", \"transport\": \""
-    << (rt->ucx ? "shm+ucx" : "shm") << "\", \"peer_transports\": [";
+    << rt->TransportNames() << "\", \"peer_transports\": [";
   for (int r = 0; r < rt->nranks; ++r) o << (r ? ", " : "") << "\"" << PeerTransport(r) << "\"";
   o << "], \"config\": {\"heap_bytes\": " << rt->heap_bytes << ", \"timeout_sec\": " << rt->config.timeout_sec
     << ", \"block_dim\": " << rt->config.block_dim << ", \"log_level\": \""
@@ -93,7 +93,9 @@ std::string DebugState() {
   }
   // Round trips that Quiet (alone or in a barrier) paid to complete puts,
   // signals and atomics on other hosts: one per peer that had any pending.
-  o << "], \"quiet_round_trips\": " << (rt->ucx ? rt->ucx->QuietRoundTrips() : 0);
+  uint64_t round_trips = 0;
+  for (auto& t : rt->transports) round_trips += t->QuietRoundTrips();
+  o << "], \"quiet_round_trips\": " << round_trips;
   o << ", \"lost_ranks\": [" << rt->LostRanks() << "]}";
   return o.str();
 }

@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "log.h"
-#include "ucx_transport.h"
 
 namespace hpshmem {
 namespace {
@@ -29,7 +28,7 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
   // A rank of this host that left may have seen ranks fail that this one
   // has not noticed yet (see PeHeader::lost): take its word for them.
   for (int pe : reported) {
-    uint8_t* seg = pe == rt->rank ? nullptr : rt->shm->Segment(pe);
+    uint8_t* seg = pe == rt->rank ? nullptr : rt->route[pe]->Segment(pe);
     if (!seg) continue;
     auto* h = reinterpret_cast<PeHeader*>(seg);
     for (int w = 0; w * 64 < rt->nranks; ++w) {
@@ -60,15 +59,13 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
   }
 }
 
-// Which ranks this rank reaches through shared memory. Computed from the
-// cards every rank received alike, so all ranks agree on every pair.
-std::vector<bool> SameHostPeers(const std::vector<PeerCard>& cards, int me) {
-  std::vector<bool> local(cards.size(), false);
-  for (size_t r = 0; r < cards.size(); ++r) {
-    bool forced = cards[me].force_ucx || cards[r].force_ucx;
-    local[r] = static_cast<int>(r) == me || (!forced && std::strcmp(cards[r].host_key, cards[me].host_key) == 0);
-  }
-  return local;
+// The index in `ts` of the transport that carries rank a's calls to rank b:
+// the first that reaches b; -1 when none does. Computed from the cards
+// every rank received alike, so all ranks agree on every pair.
+int RouteOf(const std::vector<std::unique_ptr<Transport>>& ts, const std::vector<PeerCard>& cards, int a, int b) {
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (ts[i]->CanReach(cards, a, b)) return static_cast<int>(i);
+  return -1;
 }
 
 // How this rank waits: it competes for its CPUs with every rank of its
@@ -88,9 +85,9 @@ WaitPolicy PolicyFor(const std::vector<PeerCard>& cards, int me, int cpus, const
   return ChooseWaitPolicy(kModes[static_cast<int>(c.wait_mode)], c.wait_spin_us, c.wait_yield_us, cpus, sharing);
 }
 
-// Connects the transports: shared memory to the ranks of this host, UCX to
-// the others (a collective that every rank enters when any pair of ranks
-// needs it).
+// Connects the transports (MakeTransports' list) and routes every peer to
+// the first that reaches it. Each transport's connection is a collective
+// that every rank enters when any pair of ranks needs it.
 Status Connect(Runtime* rt) {
   PeerCard me{};
   std::string host;
@@ -99,7 +96,6 @@ Status Connect(Runtime* rt) {
   me.heap_bytes = rt->heap_bytes;
   me.pid = ::getpid();
   me.uid = ::getuid();
-  me.force_ucx = rt->config.force_ucx ? 1 : 0;
   {
     std::string boot;
     std::ifstream f("/proc/sys/kernel/random/boot_id");
@@ -110,7 +106,9 @@ Status Connect(Runtime* rt) {
   const int cpus = UsableCpus(mask);
   std::memcpy(me.cpu_mask, mask, sizeof mask);
   me.asym_wake = RegisterAsymWake() ? 1 : 0;
-  HPSHMEM_RETURN_IF_ERROR(ShmTransport::Listen(rt->boot.get(), rt->segment.get(), &me, &rt->shm));
+  TransportEnv env{rt->boot.get(), rt->segment.get(), rt->config.force_ucx, rt->config.ucx_rma};
+  HPSHMEM_RETURN_IF_ERROR(MakeTransports(env, &rt->transports));
+  for (auto& t : rt->transports) HPSHMEM_RETURN_IF_ERROR(t->Prepare(&me));
   std::vector<PeerCard> cards(rt->nranks);
   HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&me, sizeof me, cards.data()));
   std::string sizes;
@@ -130,25 +128,46 @@ Status Connect(Runtime* rt) {
   bool asym = true;
   for (const PeerCard& c : cards) asym &= c.asym_wake != 0;
   SetAsymWake(asym);
-  std::vector<bool> local = SameHostPeers(cards, rt->rank);
-  bool any_remote = false;  // for any pair of ranks: the same answer on every rank
-  for (int r = 0; r < rt->nranks && !any_remote; ++r) {
-    std::vector<bool> theirs = SameHostPeers(cards, r);
-    for (bool l : theirs) any_remote |= !l;
+  const int n = rt->nranks;
+  const size_t kinds = rt->transports.size();
+  std::vector<int> mine(n);  // the transport of each of this rank's peers
+  for (int r = 0; r < n; ++r) {
+    mine[r] = RouteOf(rt->transports, cards, rt->rank, r);
+    if (mine[r] < 0) return Status::Unsupported("Init: no transport reaches rank " + std::to_string(r));
   }
-  HPSHMEM_RETURN_IF_ERROR(rt->shm->Connect(cards, local, rt->config.timeout_sec));
-  rt->segment->CloseFd();  // every same-host peer holds its own mapping now
-  if (any_remote) {        // every rank enters; a rank without remote peers gets no transport
-    std::vector<bool> remote(rt->nranks);
-    for (int r = 0; r < rt->nranks; ++r) remote[r] = !local[r];
-    HPSHMEM_RETURN_IF_ERROR(UcxTransport::Create(rt->boot.get(), rt->segment.get(), remote, rt->config.timeout_sec,
-                                                 rt->config.ucx_rma, &rt->ucx));
+  std::vector<uint8_t> used(kinds, 0);  // by any pair of ranks: the same answer on every rank
+  size_t n_used = 0;
+  for (int a = 0; a < n && n_used < kinds; ++a) {
+    for (int b = 0; b < n && n_used < kinds; ++b) {
+      int i = RouteOf(rt->transports, cards, a, b);
+      if (i >= 0 && !used[i]) used[i] = 1, ++n_used;
+    }
   }
-  for (int r = 0; r < rt->nranks; ++r) {
-    rt->route[r] = local[r] ? static_cast<Transport*>(rt->shm.get()) : rt->ucx.get();
-    uint8_t* seg = rt->route[r]->Segment(r);
-    rt->peer_sym[r] = seg ? seg + kSymOffset : nullptr;
+  rt->all_mapped = true;
+  for (size_t i = 0; i < kinds; ++i) {
+    if (!used[i]) continue;
+    rt->all_mapped &= rt->transports[i]->MapsPeers();
+    std::vector<bool> reach(n);
+    for (int r = 0; r < n; ++r) reach[r] = mine[r] == static_cast<int>(i);
+    HPSHMEM_RETURN_IF_ERROR(rt->transports[i]->Connect(cards, reach, rt->config.timeout_sec));
   }
+  // Only the transports that carry a peer of this rank stay.
+  std::vector<std::unique_ptr<Transport>> kept;
+  for (size_t i = 0; i < kinds; ++i) {
+    Transport* t = rt->transports[i].get();
+    bool carries = false;
+    for (int r = 0; r < n; ++r) {
+      if (mine[r] != static_cast<int>(i)) continue;
+      rt->route[r] = t;
+      uint8_t* seg = t->Segment(r);
+      rt->peer_sym[r] = seg ? seg + kSymOffset : nullptr;
+      carries = true;
+    }
+    if (!carries) continue;
+    if (t->NeedsProgress()) rt->progressed.push_back(t);
+    kept.push_back(std::move(rt->transports[i]));
+  }
+  rt->transports = std::move(kept);
   return Status::OK();
 }
 
@@ -159,8 +178,8 @@ void Release(Runtime* rt) {
   }
   // Transports first: they hold registrations of the segment and threads
   // that touch it.
-  if (rt->ucx) rt->ucx->Shutdown();
-  if (rt->shm) rt->shm->Shutdown();
+  // The list in reverse: a transport may use one listed before it.
+  for (auto t = rt->transports.rbegin(); t != rt->transports.rend(); ++t) (*t)->Shutdown();
   rt->segment.reset();
   rt->boot.reset();
 }
@@ -193,8 +212,17 @@ bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {
 }
 
 Status Runtime::QuietAll() {
-  if (ucx) HPSHMEM_RETURN_IF_ERROR(ucx->Quiet());
-  return shm->Quiet();
+  for (auto& t : transports) HPSHMEM_RETURN_IF_ERROR(t->Quiet());
+  return Status::OK();
+}
+
+std::string Runtime::TransportNames() const {
+  std::string s;
+  for (const auto& t : transports) {
+    if (!s.empty()) s += '+';
+    s += t->name();
+  }
+  return s;
 }
 
 Runtime* CurrentRuntime() { return g_rt.load(std::memory_order_acquire); }
@@ -360,8 +388,7 @@ Status Init(const InitAttr& attr) {
   rt->alloc = std::make_unique<OffsetAllocator>(rt->heap_bytes);
   InitTeams(rt.get());
   Runtime* raw = rt.get();
-  rt->shm->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
-  if (rt->ucx) rt->ucx->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
+  for (auto& t : rt->transports) t->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
   // Every rank has connected every peer before anyone uses one.
   s = rt->boot->Barrier();
   if (!s.ok()) {
@@ -369,7 +396,7 @@ Status Init(const InitAttr& attr) {
     return s;
   }
   HP_INFO("initialized: %d ranks, heap %zu bytes, timeout %.1f s, block_dim %d, transports %s", rt->nranks,
-          rt->heap_bytes, rt->config.timeout_sec, rt->config.block_dim, rt->ucx ? "shm+ucx" : "shm");
+          rt->heap_bytes, rt->config.timeout_sec, rt->config.block_dim, rt->TransportNames().c_str());
   g_asymmetric_fence.store(AsymmetricFence());
   g_rt.store(rt.release(), std::memory_order_seq_cst);
   return Status::OK();
@@ -384,15 +411,17 @@ Status Finalize() {
   // The second barrier makes sure every rank knows that before any rank closes.
   rt->finalizing.store(true);
   if (s.ok()) s = Barrier();
-  // Over UCX the last barrier messages may still be in flight when this rank
-  // leaves it; closing endpoints then would drop them. Once every rank is
-  // here, nothing is owed to anyone.
-  if (s.ok() && rt->ucx) s = rt->boot->Barrier();
-  if (!s.ok() && rt->ucx && rt->lost_count.load() > 0) {
+  // Over a transport of messages (UCX) the last barrier messages may still be
+  // in flight when this rank leaves it; closing connections then would drop
+  // them. Once every rank is here, nothing is owed to anyone.
+  bool in_flight = false;
+  for (auto& t : rt->transports) in_flight |= t->InFlightAfterBarrier();
+  if (s.ok() && in_flight) s = rt->boot->Barrier();
+  if (!s.ok() && rt->lost_count.load() > 0) {
     std::vector<int> lost;
     for (int r = 0; r < rt->nranks; ++r)
       if (rt->peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive)) lost.push_back(r);
-    rt->ucx->Leave(lost);
+    for (auto& t : rt->transports) t->Leave(lost);
   }
   // Calls still in flight on other threads: waits are woken and leave with
   // kNotInitialized, the rest finish; nothing is released under them.
@@ -401,7 +430,7 @@ Status Finalize() {
   // load of `closing` on those threads sees it (the other half of the Dekker).
   if (g_asymmetric_fence.load()) FenceAllThreads();
   g_rt.store(nullptr, std::memory_order_seq_cst);
-  if (rt->ucx) rt->ucx->Interrupt();
+  for (auto& t : rt->transports) t->Interrupt();
   auto since = std::chrono::steady_clock::now();
   bool warned = false;
   int inside;

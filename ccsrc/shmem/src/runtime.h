@@ -22,7 +22,7 @@
 #include "bootstrap.h"
 #include "config.h"
 #include "segment.h"
-#include "shm_transport.h"
+#include "transport.h"
 #include "wait.h"
 #include "worker_pool.h"
 
@@ -54,10 +54,14 @@ struct Runtime {
   int rank = -1, nranks = 0;
   std::unique_ptr<Bootstrap> boot;
   std::unique_ptr<LocalSegment> segment;
-  std::unique_ptr<ShmTransport> shm;  // this rank and the ranks of its host
-  std::unique_ptr<Transport> ucx;     // ranks on other hosts (or all, when forced); null when none
-  std::vector<Transport*> route;      // the transport of each rank, chosen once at Init
-  std::vector<uint8_t*> peer_sym;     // each rank's symmetric range mapped here, or null (not load/store reachable)
+  // The transports that carry a peer of this rank, in MakeTransports' order.
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<Transport*> progressed;  // those of them that waits progress (Transport::NeedsProgress)
+  std::vector<Transport*> route;       // the transport of each rank, chosen once at Init
+  std::vector<uint8_t*> peer_sym;      // each rank's symmetric range mapped here, or null (not load/store reachable)
+  // Every rank of the job maps every other's segment (the same on every
+  // rank): the barrier is then a central counter in rank 0's header.
+  bool all_mapped = false;
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
   uint64_t alloc_seq = 0;  // collective allocator calls so far
@@ -107,6 +111,8 @@ struct Runtime {
   bool AnyLost(const std::vector<uint8_t>* scope) const;
   // Quiet on every transport.
   Status QuietAll();
+  // The transports' names joined by '+', e.g. "shm+ucx".
+  std::string TransportNames() const;
 };
 
 // The live runtime, or nullptr. Public calls use CallScope instead.
@@ -185,25 +191,25 @@ constexpr int kSleepSliceMs = 50;  // futex sleeps re-check death/deadline this 
 // word; `describe` builds the timeout message. A lost peer fails the wait
 // only if the condition is still false after seeing the loss (a peer that
 // arrived and then exited cleanly must not fail a completed wait). It spins,
-// yields and sleeps as rt->wait says; while it spins it lets the remote
-// transport make progress on this thread.
+// yields and sleeps as rt->wait says; while it spins it lets the
+// transports that need it make progress on this thread.
 // `scope`: the ranks whose loss fails the wait (null: any rank). `probe`
 // (may be null): see SignalWaitUntilProbed.
 template <class Ready, class Describe>
 Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
                 const std::vector<uint8_t>* scope = nullptr, const std::function<Status()>* probe = nullptr) {
   if (ready()) return Status::OK();
-  Transport* remote = rt->ucx.get();
-  PollScope polling(remote);
+  const std::vector<Transport*>& busy = rt->progressed;
+  PollAllScope polling(busy);
   const WaitPolicy& policy = rt->wait;
   const auto start = Clock::now();
   if (policy.spin_ns > 0) {
     // The clock is read every 32 pauses (~1 us): a read costs about one pause.
     for (int i = 1;; ++i) {
-      if (remote)
-        remote->Progress();
-      else
+      if (busy.empty())
         CpuRelax();
+      else
+        for (Transport* t : busy) t->Progress();
       if (ready()) return Status::OK();
       if ((i & 31) == 0 &&
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count() >= policy.spin_ns)
@@ -241,7 +247,7 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
     }
     auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     if (waited < policy.spin_ns + yield_ns) {
-      if (remote) remote->Progress();
+      for (Transport* t : busy) t->Progress();
       sched_yield();
       if (ready()) return Status::OK();
       continue;

@@ -120,29 +120,33 @@ Status RecvWithFd(int sock, void* buf, size_t len, Fd* fd_out, const Deadline& d
 
 }  // namespace
 
-Status ShmTransport::Listen(Bootstrap* boot, LocalSegment* seg, PeerCard* card, std::unique_ptr<ShmTransport>* out) {
-  std::unique_ptr<ShmTransport> t(new ShmTransport());
-  t->boot_ = boot;
-  t->seg_ = seg;
-  t->rank_ = boot->rank();
-  t->nranks_ = boot->nranks();
-  t->segments_.assign(t->nranks_, nullptr);
-  t->segments_[t->rank_] = seg->base();
-  t->links_.resize(t->nranks_);
+ShmTransport::ShmTransport(Bootstrap* boot, LocalSegment* seg, bool no_sharing)
+    : boot_(boot), seg_(seg), rank_(boot->rank()), nranks_(boot->nranks()), no_sharing_(no_sharing) {
+  segments_.assign(nranks_, nullptr);
+  segments_[rank_] = seg->base();
+  links_.resize(nranks_);
+}
+
+bool ShmTransport::CanReach(const std::vector<PeerCard>& cards, int a, int b) const {
+  if (a == b) return true;
+  return !cards[a].force_ucx && !cards[b].force_ucx && std::strcmp(cards[a].host_key, cards[b].host_key) == 0;
+}
+
+Status ShmTransport::Prepare(PeerCard* card) {
+  card->force_ucx = no_sharing_ ? 1 : 0;
   uint8_t rnd[8];
   HPSHMEM_RETURN_IF_ERROR(RandomBytes(rnd, sizeof rnd));
   uint64_t r64;
   std::memcpy(&r64, rnd, 8);
   std::snprintf(card->sock_name, sizeof card->sock_name, "hpshmem/%016llx/%d/%016llx",
-                static_cast<unsigned long long>(boot->job_id()), t->rank_, static_cast<unsigned long long>(r64));
-  t->listener_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!t->listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
+                static_cast<unsigned long long>(boot_->job_id()), rank_, static_cast<unsigned long long>(r64));
+  listener_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
   socklen_t alen;
   sockaddr_un addr = AbstractAddr(card->sock_name, &alen);
-  if (::bind(t->listener_.get(), reinterpret_cast<sockaddr*>(&addr), alen) != 0)
+  if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&addr), alen) != 0)
     return Status::FromErrno("bind abstract socket");
-  if (::listen(t->listener_.get(), t->nranks_ + 64) != 0) return Status::FromErrno("listen(AF_UNIX)");
-  *out = std::move(t);
+  if (::listen(listener_.get(), nranks_ + 64) != 0) return Status::FromErrno("listen(AF_UNIX)");
   return Status::OK();
 }
 
@@ -248,6 +252,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
     if (m.magic != kLinkFdMagic || m.rank != i) return Status::Bootstrap(peer + " sent a malformed heap message");
     HPSHMEM_RETURN_IF_ERROR(map_peer(i, std::move(fd)));
   }
+  seg_->CloseFd();  // every peer of this host holds its own mapping now
   return Status::OK();
 }
 

@@ -22,17 +22,25 @@ namespace hpshmem {
 
 class ShmTransport final : public Transport {
  public:
+  // no_sharing: this rank shares memory with no other rank
+  // (HYPER_PARALLEL_SHMEM_TRANSPORT=ucx).
+  ShmTransport(Bootstrap* boot, LocalSegment* seg, bool no_sharing);
+  ~ShmTransport() override;
+
   // Opens this rank's (unguessably named) heap socket and writes its name
   // into card->sock_name. Errors: kSystem.
-  static Status Listen(Bootstrap* boot, LocalSegment* seg, PeerCard* card, std::unique_ptr<ShmTransport>* out);
-  // Collective among the ranks with local[r] (this rank included): exchanges
-  // segments with each of them and maps them. Errors: kBootstrap, kTimeout,
-  // kPeerDead, kSystem.
-  Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& local, double timeout_sec);
-  ~ShmTransport() override;
+  Status Prepare(PeerCard* card) override;
+  // Ranks of one host (equal host keys), unless either refuses sharing; a
+  // rank always reaches itself here.
+  bool CanReach(const std::vector<PeerCard>& cards, int a, int b) const override;
+  // Collective among the ranks with reach[r] (this rank included):
+  // exchanges segments with each of them and maps them. Errors: kBootstrap,
+  // kTimeout, kPeerDead, kSystem.
+  Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& reach, double timeout_sec) override;
 
   const char* name() const override { return "shm"; }
   uint8_t* Segment(int pe) const override { return segments_[pe]; }
+  bool MapsPeers() const override { return true; }
   Status Put(int pe, size_t off, const void* src, size_t bytes) override;
   Status Get(int pe, void* dst, size_t off, size_t bytes) override;
   Status Signal(int pe, size_t off, SignalType type, SignalOp op, int64_t value) override;
@@ -40,16 +48,18 @@ class ShmTransport final : public Transport {
                    int64_t value) override;
   Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
   Status Quiet() override;
+  // Every signal fences first (Amo), so a barrier has nothing to complete.
+  Status BarrierQuiet() override { return Status::OK(); }
   void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override;
   void Shutdown() override;
 
  private:
-  ShmTransport() = default;
   void MonitorLoop();
 
   Bootstrap* boot_ = nullptr;
   LocalSegment* seg_ = nullptr;
   int rank_ = -1, nranks_ = 0;
+  bool no_sharing_ = false;
   std::vector<uint8_t*> segments_;  // mapped segment of each same-host rank, else nullptr
   Fd listener_;
   std::vector<Fd> links_;  // one connection per same-host peer (this rank dialled the lower ranks)

@@ -171,7 +171,7 @@ Status ReleaseGated() {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt) return NotInit("ReleaseGated");
-  if (rt->ucx) rt->ucx->ReleaseGated();
+  for (auto& t : rt->transports) t->ReleaseGated();
   return Status::OK();
 }
 

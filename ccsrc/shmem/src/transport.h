@@ -1,6 +1,10 @@
-// Transports move bytes and atomics between ranks. The runtime picks one per
-// peer at Init (ranks of this host: shared memory; ranks of other hosts: UCX)
-// and routes every call to it without deciding again (runtime.h, `route`).
+// Transports move bytes and atomics between ranks. The runtime keeps a list
+// of them (transports.cc, MakeTransports: shared memory first, then UCX),
+// gives each peer to the first that can reach it at Init, and routes every
+// call to it without deciding again (runtime.h, `route`). Everything the
+// runtime does with all transports (quiet, progress, monitor, shutdown)
+// loops over the list: no transport is named outside its own files and the
+// list.
 //
 // Offsets are bytes from the start of the peer's segment (its header
 // included; the symmetric range follows it, see pe_header.h). Every verb
@@ -10,10 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "hpshmem/hpshmem.h"
+#include "bootstrap.h"
+#include "segment.h"
 
 namespace hpshmem {
 
@@ -25,11 +32,29 @@ bool InCollective();
 class Transport {
  public:
   virtual ~Transport() = default;
+  // Its name in PeerTransport and DebugState ("shm", "ucx").
   virtual const char* name() const = 0;
+
+  // ---- set-up (Init), in list order, on every rank alike
+
+  // Before the ranks exchange their cards: writes this rank's part of its
+  // card (what a peer needs to reach it). Errors: kSystem.
+  virtual Status Prepare(PeerCard* card) { return Status::OK(); }
+  // Whether rank `a` reaches rank `b` through this transport, from the cards
+  // every rank received alike: the same answer on every rank, and for (b, a).
+  // Asked only for pairs that no earlier transport of the list reaches.
+  virtual bool CanReach(const std::vector<PeerCard>& cards, int a, int b) const = 0;
+  // Collective: every rank calls it when any pair of ranks in the job is
+  // routed through this transport, even a rank whose `reach` is all false.
+  // reach[r]: this rank reaches rank r through it. Errors: kSystem,
+  // kBootstrap, kTimeout, kPeerDead.
+  virtual Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& reach, double timeout_sec) = 0;
 
   // The peer's segment mapped into this process for loads and stores, or
   // nullptr when this transport does not map it.
   virtual uint8_t* Segment(int pe) const = 0;
+  // Whether every peer it reaches has a Segment (load/store peers).
+  virtual bool MapsPeers() const { return false; }
 
   // Blocking: on return the bytes are in pe's segment, ordered after every
   // earlier verb of this process to pe.
@@ -81,9 +106,20 @@ class Transport {
   }
   // Completes every verb this process issued through this transport.
   virtual Status Quiet() = 0;
+  // What a barrier completes before this rank arrives. Quiet, unless the
+  // transport's signals already order every earlier verb at their target
+  // (the barrier's arrivals are signals).
+  virtual Status BarrierQuiet() { return Quiet(); }
+  // Whether a verb may still be in flight after the barrier that follows it
+  // returns (delivered by messages): Finalize then meets every rank once
+  // more before any closes its connections.
+  virtual bool InFlightAfterBarrier() const { return false; }
   // How many completion round trips Quiet has paid so far (one per peer
   // that had something to complete): for DebugState.
   virtual uint64_t QuietRoundTrips() const { return 0; }
+  // Whether arrivals need the target's CPU (Progress): waits then progress
+  // it while they spin.
+  virtual bool NeedsProgress() const { return false; }
   // Gives the transport a chance to handle incoming work on the caller's
   // thread (waits call it while they spin). Cheap when there is none.
   virtual void Progress() {}
@@ -129,5 +165,37 @@ class PollScope {
  private:
   Transport* t_;
 };
+
+// Brackets a polling loop on every transport of `ts`.
+class PollAllScope {
+ public:
+  explicit PollAllScope(const std::vector<Transport*>& ts) : ts_(&ts) {
+    for (Transport* t : *ts_) t->PollBegin();
+  }
+  ~PollAllScope() { End(false); }
+  void End(bool to_sleep) {
+    if (!ts_) return;
+    for (Transport* t : *ts_) t->PollEnd(to_sleep);
+    ts_ = nullptr;
+  }
+  PollAllScope(const PollAllScope&) = delete;
+  PollAllScope& operator=(const PollAllScope&) = delete;
+
+ private:
+  const std::vector<Transport*>* ts_;
+};
+
+// What MakeTransports needs to build the transports of this rank.
+struct TransportEnv {
+  Bootstrap* boot;
+  LocalSegment* seg;
+  bool force_ucx;  // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx: no shared memory with other ranks
+  bool ucx_rma;    // HYPER_PARALLEL_SHMEM_UCX_RMA=1
+};
+
+// The transports in the order that peers are offered to them (the first
+// that can reach a peer carries it), not yet connected. The one place that
+// names them: a new transport is added here. Errors: kSystem.
+Status MakeTransports(const TransportEnv& env, std::vector<std::unique_ptr<Transport>>* out);
 
 }  // namespace hpshmem

@@ -96,11 +96,15 @@ int64_t NowNs() {
 
 class Ucx final : public Transport {
  public:
+  Ucx(Bootstrap* boot, LocalSegment* seg, bool rma) : boot_(boot), seg_(seg), rma_(rma) {}
   ~Ucx() override { Shutdown(); }
-  Status Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec);
-  void set_rma(bool on) { rma_ = on; }
 
   const char* name() const override { return "ucx"; }
+  // Any pair: the transport of last resort.
+  bool CanReach(const std::vector<PeerCard>&, int, int) const override { return true; }
+  Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& reach, double timeout_sec) override;
+  bool InFlightAfterBarrier() const override { return true; }
+  bool NeedsProgress() const override { return true; }
   uint8_t* Segment(int) const override { return nullptr; }
   uint64_t QuietRoundTrips() const override { return quiet_round_trips_.load(std::memory_order_relaxed); }
   Status Put(int pe, size_t off, const void* src, size_t bytes) override;
@@ -203,9 +207,12 @@ class Ucx final : public Transport {
   void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value);
   // Writes a put-with-signal's bytes here, then applies its signal.
   void ApplyPut(const PutSignalHdr& h, const void* data, size_t len);
+  Status Setup(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec);
   void Lost(int pe);
   void ProgressLoop();
 
+  Bootstrap* boot_;
+  LocalSegment* seg_;
   int rank_ = -1, nranks_ = 0;
   double timeout_sec_ = 120;
   uint8_t* base_ = nullptr;
@@ -233,7 +240,7 @@ class Ucx final : public Transport {
   std::atomic<uint64_t> get_seq_{0}, get_done_{0};
   uint8_t* get_dst_ = nullptr;  // where the replies of get_seq_ go
   size_t get_len_ = 0, get_received_ = 0;
-  bool rma_ = false;     // puts/gets as UCX RMA instead of messages
+  bool rma_;             // puts/gets as UCX RMA instead of messages
   std::mutex fetch_mu_;  // one fetch in flight per rank
   std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
   std::atomic<int64_t> fetch_old_{0};
@@ -1007,22 +1014,20 @@ void Ucx::Shutdown() {
   wake_.Reset();
 }
 
-}  // namespace
-
-Status UcxTransport::Create(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec,
-                            bool rma, std::unique_ptr<Transport>* out) {
+Status Ucx::Connect(const std::vector<PeerCard>&, const std::vector<bool>& reach, double timeout_sec) {
   bool any = false;
-  for (bool r : remote) any |= r;
+  for (bool r : reach) any |= r;
   if (!any) {  // still take part in the exchange the other ranks make
     std::vector<std::string> all;
-    return boot->AllgatherV(nullptr, 0, &all);
+    return boot_->AllgatherV(nullptr, 0, &all);
   }
-  auto t = std::make_unique<Ucx>();
-  t->set_rma(rma);
-  Status s = t->Setup(boot, seg, remote, timeout_sec);
-  if (!s.ok()) return s;  // ~Ucx releases what was set up
-  *out = std::move(t);
-  return Status::OK();
+  return Setup(boot_, seg_, reach, timeout_sec);  // on failure, ~Ucx releases what was set up
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma) {
+  return std::make_unique<Ucx>(boot, seg, rma);
 }
 
 }  // namespace hpshmem

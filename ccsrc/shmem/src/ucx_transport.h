@@ -42,15 +42,10 @@ namespace hpshmem {
 // segment, see kTcpRxSegment).
 constexpr size_t kAmChunk = 128 * 1024;
 
-class UcxTransport {
- public:
-  // Collective over every rank of the job (each takes part in the exchange,
-  // even with no remote peer; *out stays null then). remote[r]: rank r is
-  // reached through UCX.
-  // Errors: kSystem (a UCX call failed, with UCX's reason), kBootstrap,
-  // kTimeout, kPeerDead.
-  static Status Create(Bootstrap* boot, LocalSegment* seg, const std::vector<bool>& remote, double timeout_sec,
-                       bool rma, std::unique_ptr<Transport>* out);
-};
+// A UCX transport for this rank's segment, not yet connected (Transport::
+// Connect, collective over every rank of the job). rma: puts and gets as
+// UCX RMA. Connect's errors: kSystem (a UCX call failed, with UCX's reason),
+// kBootstrap, kTimeout, kPeerDead.
+std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma);
 
 }  // namespace hpshmem
