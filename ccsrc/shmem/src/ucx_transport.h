@@ -25,6 +25,11 @@
 // in; waiting threads also progress the worker while they spin. Peer
 // failure: endpoints use UCX's peer error handling; a failed endpoint marks
 // the rank lost (waits then fail with PeerDead).
+//
+// The parts: ucx_connection (context, worker, registration, endpoints,
+// failures), ucx_data_path (the verbs and their completion), ucx_arrivals
+// (the message handlers), ucx_progress (the progress thread), ucx_wire (the
+// messages).
 #pragma once
 
 #include <memory>
