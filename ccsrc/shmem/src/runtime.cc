@@ -106,8 +106,7 @@ Status Connect(Runtime* rt) {
   const int cpus = UsableCpus(mask);
   std::memcpy(me.cpu_mask, mask, sizeof mask);
   me.asym_wake = RegisterAsymWake() ? 1 : 0;
-  TransportEnv env{rt->boot.get(), rt->segment.get(), rt->config.force_ucx, rt->config.ucx_rma};
-  HPSHMEM_RETURN_IF_ERROR(MakeTransports(env, &rt->transports));
+  HPSHMEM_RETURN_IF_ERROR(MakeTransports(rt->boot.get(), rt->segment.get(), rt->config, &rt->transports));
   for (auto& t : rt->transports) HPSHMEM_RETURN_IF_ERROR(t->Prepare(&me));
   std::vector<PeerCard> cards(rt->nranks);
   HPSHMEM_RETURN_IF_ERROR(rt->boot->Allgather(&me, sizeof me, cards.data()));

@@ -20,6 +20,7 @@
 
 #include "hpshmem/hpshmem.h"
 #include "bootstrap.h"
+#include "config.h"
 #include "segment.h"
 
 namespace hpshmem {
@@ -46,8 +47,9 @@ class Transport {
   virtual bool CanReach(const std::vector<PeerCard>& cards, int a, int b) const = 0;
   // Collective: every rank calls it when any pair of ranks in the job is
   // routed through this transport, even a rank whose `reach` is all false.
-  // reach[r]: this rank reaches rank r through it. Errors: kSystem,
-  // kBootstrap, kTimeout, kPeerDead.
+  // reach[r]: this rank reaches rank r through it (the runtime drops a
+  // transport that reaches no peer of this rank once it returns). Errors:
+  // kSystem, kBootstrap, kTimeout, kPeerDead.
   virtual Status Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& reach, double timeout_sec) = 0;
 
   // The peer's segment mapped into this process for loads and stores, or
@@ -185,17 +187,11 @@ class PollAllScope {
   const std::vector<Transport*>* ts_;
 };
 
-// What MakeTransports needs to build the transports of this rank.
-struct TransportEnv {
-  Bootstrap* boot;
-  LocalSegment* seg;
-  bool force_ucx;  // HYPER_PARALLEL_SHMEM_TRANSPORT=ucx: no shared memory with other ranks
-  bool ucx_rma;    // HYPER_PARALLEL_SHMEM_UCX_RMA=1
-};
-
-// The transports in the order that peers are offered to them (the first
-// that can reach a peer carries it), not yet connected. The one place that
-// names them: a new transport is added here. Errors: kSystem.
-Status MakeTransports(const TransportEnv& env, std::vector<std::unique_ptr<Transport>>* out);
+// The transports of this rank for `config`, in the order that peers are
+// offered to them (the first that can reach a peer carries it), not yet
+// connected. The one place that names them: a new transport is added there
+// (transports.cc). Errors: kSystem.
+Status MakeTransports(Bootstrap* boot, LocalSegment* seg, const Config& config,
+                      std::vector<std::unique_ptr<Transport>>* out);
 
 }  // namespace hpshmem

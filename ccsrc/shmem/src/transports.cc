@@ -5,12 +5,13 @@
 
 namespace hpshmem {
 
-Status MakeTransports(const TransportEnv& env, std::vector<std::unique_ptr<Transport>>* out) {
+Status MakeTransports(Bootstrap* boot, LocalSegment* seg, const Config& config,
+                      std::vector<std::unique_ptr<Transport>>* out) {
   out->clear();
   // Shared memory first: a peer it reaches is reached by load and store.
-  out->push_back(std::make_unique<ShmTransport>(env.boot, env.seg, env.force_ucx));
+  out->push_back(std::make_unique<ShmTransport>(boot, seg, config.force_ucx));
   // UCX reaches every other peer.
-  out->push_back(NewUcxTransport(env.boot, env.seg, env.ucx_rma));
+  out->push_back(NewUcxTransport(boot, seg, config.ucx_rma));
   return Status::OK();
 }
 
