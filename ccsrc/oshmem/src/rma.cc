@@ -5,29 +5,17 @@
 #include <cstring>
 #include <type_traits>
 
-#include "copy.h"
 #include "ops/ops.h"
 #include "state.h"
-#include "wait.h"
 
 using namespace hpshmem;
 using namespace hpshmem::oshmem;
 
 namespace {
 
-// Up to this size a put or get to a mapped peer is a plain copy here; above
-// it the runtime's copy (streaming stores, worker threads) pays for its call.
+// Up to this size a put or get to a mapped peer takes the direct route here;
+// above it the runtime's ops (worker threads) pay for their call.
 constexpr size_t kDirectCopyMax = 8 << 20;
-
-inline void Copy(void* d, const void* s, size_t n) {
-#if defined(__x86_64__)
-  if (n >= (size_t{1} << 20)) {
-    asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
-    return;
-  }
-#endif
-  std::memcpy(d, s, n);
-}
 
 }  // namespace
 
@@ -37,8 +25,7 @@ void PutToPe(void* d, const void* src, size_t bytes, int g, const char* fn) {
   if (bytes == 0) return;  // no transfer: the pointers may be anything, even null
   if (bytes <= kDirectCopyMax && src) {
     if (uint8_t* p = Direct(d, bytes, g)) {
-      Copy(p, src, bytes);
-      WakeDirect(g);
+      PutDirect(p, src, bytes, S().bells[g]);
       return;
     }
   }
@@ -63,7 +50,7 @@ void GetBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe
   const void* s = Sym(src);
   if (bytes <= kDirectCopyMax && (dest || !bytes)) {
     if (const uint8_t* p = Direct(s, bytes, g)) {
-      Copy(dest, p, bytes);
+      CopyBytes(dest, p, bytes);
       return;
     }
   }

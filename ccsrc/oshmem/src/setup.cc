@@ -212,10 +212,8 @@ void InitImpl(const char* fn, int level) {
     s.data_bytes = data_bytes;
   }
   Check(GetDirectMap(&s.dm), fn);
-  s.asym_wake = AsymWake();
   s.bells.assign(s.npes, nullptr);
-  for (int i = 0; i < s.npes; ++i)
-    if (s.dm.peer_sym[i]) s.bells[i] = DoorbellFor(s.dm.peer_sym[i] - kSymOffset, kSymOffset);
+  for (int i = 0; i < s.npes; ++i) s.bells[i] = PeerDoorbell(i);
   // Counts for collect; every member's values for a small reduction (an eager slot's worth each).
   s.scratch_bytes = std::max<size_t>(8 * static_cast<size_t>(s.npes), 32768) + 64;
   Check(Malloc(s.scratch_bytes, &s.scratch), fn);

@@ -197,10 +197,6 @@ void PublishStores(size_t bytes) {
     StoreFence();
 }
 
-void Notify(Doorbell* b) {
-  if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
-}
-
 void NotifyAll(Doorbell* b) {
   std::atomic_ref<uint32_t>(b->ring).fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&b->ring);

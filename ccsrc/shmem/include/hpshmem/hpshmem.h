@@ -397,8 +397,8 @@ struct DirectMap {
   uint8_t* const* peer_sym = nullptr;  // [nranks]
   int nranks = 0;
 };
-// Stores through it must wake the peer's waiters as PutMem does (wait.h:
-// PublishStores, then Notify on the peer's data doorbell).
+// Stores through it must wake the peer's waiters as PutMem does: see
+// hpshmem/direct.h (PutDirect, or PublishStores then Notify on PeerDoorbell).
 Status GetDirectMap(DirectMap* out);
 
 // Reads a local signal word atomically.
