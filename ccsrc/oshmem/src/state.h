@@ -108,6 +108,9 @@ inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
   return t->pes[pe];
 }
 
+// Makes `t` the team of global PEs `pes` (in team order) with runtime team id `id`.
+void FillTeam(shmem_team_t t, int id, std::vector<int> pes);
+
 // Creates the team of global PEs `pes`, collective over them alone (the
 // split routines agree on the result over the parent afterwards). Non-zero:
 // no room for it; *out is SHMEM_TEAM_INVALID for a PE not in `pes`.
