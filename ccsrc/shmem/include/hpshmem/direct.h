@@ -59,15 +59,27 @@ inline void StoreFence() {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+namespace direct_detail {
+// Set at Init (before any put): read inline on every put.
+inline std::atomic<bool> g_asym_wake{false};
+inline std::atomic<size_t> g_streaming_from{0};  // StreamingCopyThreshold()
+}  // namespace direct_detail
+
 // Whether waking needs no fence on the writer's side (chosen at Init): a
 // waiter about to sleep then makes every CPU running a rank of the job
 // execute a full barrier, so a writer's plain stores are visible to its
 // re-check, or the writer's later look at `sleepers` sees it.
-bool AsymWake();
+inline bool AsymWake() { return direct_detail::g_asym_wake.load(std::memory_order_relaxed); }
 // The writer's half of waking, after plain stores of `bytes` bytes to memory
-// a peer may wait on and before Notify: a compiler fence under AsymWake (but
-// for streaming stores, which keep their fence), else StoreFence.
-void PublishStores(size_t bytes);
+// a peer may wait on and before Notify: a compiler fence under AsymWake, else
+// StoreFence. Streaming stores (large copies) are weakly ordered: they keep
+// their fence.
+inline void PublishStores(size_t bytes) {
+  if (AsymWake() && bytes < direct_detail::g_streaming_from.load(std::memory_order_relaxed))
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    StoreFence();
+}
 
 // Atomically SETs (swap) or ADDs `value` to the signal word at `word`
 // (naturally aligned, mapped here), seq_cst; returns the old value. Every
