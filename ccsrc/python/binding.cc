@@ -330,9 +330,9 @@ NB_MODULE(_hpshmem, m) {
   m.def(
       "coll_epoch",
       [](int team) {
-        hpshmem::TeamView v;
-        Check(hpshmem::GetTeam(team, &v));
-        return v.counters->epoch;
+        int64_t e = 0;
+        Check(hpshmem::ops::CollectiveEpoch(&e, team));
+        return e;
       },
       nb::arg("team") = 0);
   m.def(

@@ -27,7 +27,7 @@
 #include "hpshmem/hpshmem.h"
 #include "ops/checks/checks.h"
 #include "ops/ops.h"
-#include "tensor_view.h"
+#include "platform/tensor_view.h"
 
 namespace nb = nanobind;
 using hpshmem::Status;

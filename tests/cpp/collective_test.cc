@@ -1,4 +1,4 @@
-// The collective copies (ops/collective_copy): allgather and alltoall in
+// The collective copies (ops/allgather, ops/alltoall): allgather and alltoall in
 // both modes, back to back, with odd sizes, uneven and empty pieces, and a
 // size mismatch that must fail on both sides without hanging anyone.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "multirank.h"
+#include "ops/collective/team_block.h"
 #include "ops/ops.h"
 
 using hpshmem::Code;
@@ -28,6 +29,12 @@ int64_t Count(int src, int dst, int call) {
 }
 
 }  // namespace
+
+// The runtime reserves per team member exactly the block the collectives lay out.
+TEST(Collective, TeamBlockLayoutFillsTheRuntimesBlock) {
+  for (int n = 1; n <= 4096; ++n)
+    ASSERT_EQ(hpshmem::ops::TeamBlockWords(n) * sizeof(int64_t), hpshmem::TeamBlockBytes(n)) << n << " members";
+}
 
 TEST(Collective, AllgatherPushAndPullBackToBack3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
@@ -284,7 +291,7 @@ TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {
 // value is checked, and nothing is written past a call's output.
 TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
   auto r = RunJob(8, [](int rank, int n) {
-    const size_t slot = hpshmem::EagerSlotBytes(n);
+    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
     RCHECK(slot == 4096, "eager slot of 8 ranks: " + std::to_string(slot));
     const size_t gather_sizes[] = {0, 1, 7, slot - 1, slot, slot + 1, 30011};
     const int64_t piece_sizes[] = {0, 1, 1023, 1024, 1025, 3001};  // int32 elements: 1024 fill a slot
@@ -351,7 +358,7 @@ TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
 // land, so it is checked on one host only.)
 TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
-    const size_t slot = hpshmem::EagerSlotBytes(n);
+    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
     const size_t cap = (2 * slot + 3) * n + 64;
     void* out;
     RCHECK_OK(hpshmem::Malloc(cap, &out));
@@ -391,7 +398,7 @@ TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
 // call completes, and the receiver's buffer holds nothing of the piece.
 TEST(Collective, AlltoallMismatchAcrossTheEagerSlotFailsThePair4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
-    const int64_t fit = static_cast<int64_t>(hpshmem::EagerSlotBytes(n) / 4);  // int32 elements
+    const int64_t fit = static_cast<int64_t>(hpshmem::ops::EagerSlotBytes(n) / 4);  // int32 elements
     void* recv;
     RCHECK_OK(hpshmem::Malloc((fit + 1) * 4 * n + 64, &recv));
     std::vector<int32_t> piece(fit + 1, rank);

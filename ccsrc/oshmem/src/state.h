@@ -11,9 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "hpshmem/direct.h"
 #include "hpshmem/hpshmem.h"
-#include "pe_header.h"
-#include "wait.h"
 #include "shmem.h"
 
 struct hpshmem_team_s {
@@ -46,12 +45,12 @@ struct State {
   void* scratch = nullptr;  // symmetric, kScratchBytes: counts exchanged by collect
   size_t scratch_bytes = 0;
   std::mutex mu;  // teams, contexts, active sets, allocation sizes
-  // Peers whose memory is mapped here are reached with plain loads, stores
-  // and CPU atomics (a put of 8 bytes: ~9 ns instead of ~30 through the
-  // runtime's checks and virtual calls); the rest through the runtime.
+  // Peers whose memory is mapped here are reached by the runtime's direct
+  // route (hpshmem/direct.h: plain loads, stores and CPU atomics; a put of 8
+  // bytes ~9 ns instead of ~30 through the runtime's checks and virtual
+  // calls); the rest through the runtime.
   DirectMap dm;
-  std::vector<Doorbell*> bells;  // each mapped peer's doorbell for waiters on its heap
-  bool asym_wake = false;        // wait.h: stores need no fence before the wake-up check
+  std::vector<Doorbell*> bells;  // each mapped peer's doorbell for waiters on its heap (PeerDoorbell)
 };
 State& S();
 
@@ -95,21 +94,8 @@ inline bool Remote(int pe) {
 // to a mapped peer, a non-blocking put to another host, else the runtime's.
 void PutToPe(void* d, const void* src, size_t bytes, int g, const char* fn);
 
-// After plain stores of at most kDirectCopyMax bytes to mapped rank pe:
-// PublishStores and Notify, inline (they cost more than the copy as calls).
-inline void WakeDirect(int pe) {
-  const State& s = S();
-  if (s.asym_wake)
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  Doorbell* b = s.bells[pe];
-  if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
-}
-inline void WakeAfterAtomic(int pe) {
-  Doorbell* b = S().bells[pe];
-  if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
-}
+// After an atomic on mapped rank pe's memory: wakes its waiters.
+inline void WakeAfterAtomic(int pe) { Notify(S().bells[pe]); }
 
 // The global PE of `pe` in `ctx`'s team; Fatal when out of range.
 inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
@@ -121,6 +107,9 @@ inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
           "PE " + std::to_string(pe) + " is out of range for the context's team of " + std::to_string(t->pes.size()));
   return t->pes[pe];
 }
+
+// Makes `t` the team of global PEs `pes` (in team order) with runtime team id `id`.
+void FillTeam(shmem_team_t t, int id, std::vector<int> pes);
 
 // Creates the team of global PEs `pes`, collective over them alone (the
 // split routines agree on the result over the parent afterwards). Non-zero:

@@ -1,4 +1,5 @@
 // Settings, diagnostics (DebugState) and the worker pool behind ParallelFor.
+#include <cstring>
 #include <sstream>
 
 #include "copy.h"
@@ -87,7 +88,9 @@ std::string DebugState() {
       if (!t) continue;
       o << (first_team ? "" : ", ") << "{\"id\": " << id << ", \"ranks\": [";
       for (size_t i = 0; i < t->pes.size() && i < 64; ++i) o << (i ? ", " : "") << t->pes[i];
-      o << "], \"size\": " << t->pes.size() << ", \"calls\": " << t->coll.epoch << "}";
+      int64_t calls = 0;  // the state's first word (hpshmem.h, TeamView::state)
+      std::memcpy(&calls, t->state, sizeof calls);
+      o << "], \"size\": " << t->pes.size() << ", \"calls\": " << calls << "}";
       first_team = false;
     }
   }

@@ -266,6 +266,13 @@ Status UnaliasHeap(void* at, size_t bytes) {
   return Status::OK();
 }
 
+Doorbell* PeerDoorbell(int pe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt || pe < 0 || pe >= rt->nranks || !rt->peer_sym[pe]) return nullptr;
+  return DoorbellFor(rt->peer_sym[pe] - kSymOffset, kSymOffset);
+}
+
 Status GetDirectMap(DirectMap* out) {
   CallScope call;
   Runtime* rt = call.rt();

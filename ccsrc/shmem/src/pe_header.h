@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hpshmem/direct.h"
 #include "hpshmem/hpshmem.h"
 
 namespace hpshmem {
@@ -48,12 +49,7 @@ constexpr size_t kSymOffset = kHeaderBytes - kWorkspaceBytes;
 constexpr int kMaxRanks = static_cast<int>((kSymOffset - kAllocRecordsOffset) / (2 * sizeof(AllocRecord)));
 constexpr int kLostWords = (kMaxRanks + 63) / 64;
 
-// A futex word bumped by whoever changes a word a waiter of this rank
-// watches, when `sleepers` says someone sleeps. See wait.h for the protocol.
-struct Doorbell {
-  alignas(64) uint32_t ring;
-  alignas(64) uint32_t sleepers;
-};
+// Doorbell (a futex word per waited-on range) is in hpshmem/direct.h.
 
 struct alignas(64) PeHeader {
   uint64_t magic;

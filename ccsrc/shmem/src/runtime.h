@@ -41,7 +41,7 @@ struct TeamState {
   int me = -1;
   size_t own_bytes = 0;  // this rank's block in the team arena (0 for the world: not from the arena)
   int64_t hash = 0;      // of the member list (TeamView::hash)
-  CollectiveCounters coll;
+  alignas(64) std::byte state[kTeamStateBytes] = {};  // TeamView::state
 };
 
 struct Runtime {

@@ -259,12 +259,7 @@ Status ShmTransport::Connect(const std::vector<PeerCard>& all, const std::vector
 // ---------------------------------------------------------------- verbs
 
 Status ShmTransport::Put(int pe, size_t off, const void* src, size_t bytes) {
-  CopyBytes(segments_[pe] + off, src, bytes);
-  // A waiter may sleep on any word of the heap (WaitUntil), not only on
-  // signals: the stores are published before the look at `sleepers`, so a
-  // waiter registered before them is woken (wait.h, PublishStores).
-  PublishStores(bytes);
-  Notify(DoorbellFor(segments_[pe], off));
+  PutDirect(segments_[pe] + off, src, bytes, DoorbellFor(segments_[pe], off));
   return Status::OK();
 }
 

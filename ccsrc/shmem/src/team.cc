@@ -1,11 +1,11 @@
 // Teams: ordered subsets of the ranks with their own collective words.
 //
 // Workspace layout (byte offsets from the workspace base, zero at Init):
-//   [0, world)            the world team's words, TeamBlockWords(nranks) int64
+//   [0, world)            the world team's block, TeamBlockBytes(nranks)
 //   [mailbox, +40*nranks) one mailbox per sender rank: {offset, hash, size,
 //                         hello, verdict}, written only by that sender
-//   [note, +32)           this rank's WaitNote: {seq, team hash, epoch, rank}
-//   [arena, end)          the other teams' words, allocated per rank
+//   [note, +32)           this rank's published words: {seq, word 0, 1, 2}
+//   [arena, end)          the other teams' blocks, allocated per rank
 //
 // Why mailboxes: members of a new team must learn where each other keeps the
 // team's words without any rank outside the team taking part (torch's groups
@@ -29,7 +29,7 @@ constexpr size_t kMailboxWords = 5;  // off, hash, size, hello, verdict
 constexpr size_t kAlign = 64;
 
 size_t RoundUp(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
-size_t WorldBytes(int n) { return RoundUp(TeamBlockWords(n) * sizeof(int64_t)); }
+size_t WorldBytes(int n) { return TeamBlockBytes(n); }
 size_t MailboxOffset(int nranks) { return WorldBytes(nranks); }
 size_t NoteOffset(int nranks) {
   return RoundUp(MailboxOffset(nranks) + static_cast<size_t>(nranks) * kMailboxWords * sizeof(int64_t));
@@ -164,6 +164,16 @@ Status Exchange(Runtime* rt, const int* pes, int n, const int64_t* words, const 
 
 }  // namespace
 
+// The words, 3n + 3 int64 rounded up to 64 bytes, then the slots: 2n of 64
+// bytes and a payload that keeps them near 32 KiB per parity, up to 512 members.
+size_t TeamBlockBytes(int members) {
+  const size_t n = static_cast<size_t>(members);
+  size_t payload = 4096;
+  while (payload >= 64 && payload * n > 32768) payload /= 2;
+  const size_t words = (3 * n + 3 + 7) / 8 * 8;
+  return RoundUp((words + (payload >= 64 ? 2 * n * (64 + payload) / 8 : 0)) * sizeof(int64_t));
+}
+
 void InitTeams(Runtime* rt) {
   auto world = std::make_unique<TeamState>();
   world->pes.resize(rt->nranks);
@@ -186,12 +196,6 @@ const std::vector<uint8_t>* TeamScope(Runtime* rt, int team) {
   return t ? &t->member : nullptr;
 }
 
-CollectiveCounters* GetCollectiveCounters() {
-  CallScope call;
-  Runtime* rt = call.rt();
-  return rt ? &rt->teams[kTeamWorld]->coll : nullptr;
-}
-
 Status GetTeam(int team, TeamView* out) {
   CallScope call;
   Runtime* rt = call.rt();
@@ -202,14 +206,14 @@ Status GetTeam(int team, TeamView* out) {
   out->me = t->me;
   out->pes = t->pes.data();
   out->block = t->block.data();
-  out->counters = &t->coll;
+  out->state = t->state;
   out->hash = t->hash;
   return Status::OK();
 }
 
-// The note is a seqlock: odd while being written, so a reader (which may be a
-// get from another host) retries rather than mixing two notes.
-void NoteWait(const WaitNote& note) {
+// The record is a seqlock: odd while being written, so a reader (which may
+// be a get from another host) retries rather than mixing two records.
+void PublishWords(const int64_t (&words)[kPublishedWords]) {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt || ArenaOffset(rt->nranks) > kWorkspaceBytes) return;
@@ -218,18 +222,17 @@ void NoteWait(const WaitNote& note) {
   int64_t s = seq.load(std::memory_order_relaxed);
   seq.store(s + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  std::atomic_ref<int64_t>(w[1]).store(note.team_hash, std::memory_order_relaxed);
-  std::atomic_ref<int64_t>(w[2]).store(note.epoch, std::memory_order_relaxed);
-  std::atomic_ref<int64_t>(w[3]).store(note.waiting_for, std::memory_order_relaxed);
+  for (int k = 0; k < kPublishedWords; ++k)
+    std::atomic_ref<int64_t>(w[1 + k]).store(words[k], std::memory_order_relaxed);
   seq.store(s + 2, std::memory_order_release);
 }
 
-Status ReadWaitNote(int pe, WaitNote* out) {
+Status ReadPublishedWords(int pe, int64_t (&words)[kPublishedWords], bool* published) {
   CallScope call;
   Runtime* rt = call.rt();
-  if (!rt) return NotInit("ReadWaitNote");
-  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "ReadWaitNote"));
-  *out = WaitNote{};
+  if (!rt) return NotInit("ReadPublishedWords");
+  HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pe, "ReadPublishedWords"));
+  *published = false;
   if (ArenaOffset(rt->nranks) > kWorkspaceBytes) return Status::OK();
   auto* local = reinterpret_cast<int64_t*>(rt->sym_base + NoteOffset(rt->nranks));
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -245,22 +248,23 @@ Status ReadWaitNote(int pe, WaitNote* out) {
       HPSHMEM_RETURN_IF_ERROR(AtomicFetch(local, SignalType::kInt64, 0, SignalOp::kAdd, pe, &again));
     }
     if ((v[0] & 1) || again != v[0]) continue;
-    *out = WaitNote{v[1], v[2], static_cast<int>(v[3])};
+    for (int k = 0; k < kPublishedWords; ++k) words[k] = v[1 + k];
+    *published = true;
     return Status::OK();
   }
-  return Status::OK();  // always being rewritten: no note (the peer is not blocked)
+  return Status::OK();  // always being rewritten: nothing to read
 }
 
-bool TeamEpochByHash(int64_t hash, int64_t* epoch) {
+bool FindTeamByHash(int64_t hash, int* team) {
   CallScope call;
   Runtime* rt = call.rt();
   if (!rt) return false;
   std::lock_guard<std::mutex> lk(rt->team_mu);
   int found = 0;
-  for (auto& t : rt->teams) {
-    if (t && t->hash == hash) {
+  for (size_t id = 0; id < rt->teams.size(); ++id) {
+    if (rt->teams[id] && rt->teams[id]->hash == hash) {
       ++found;
-      *epoch = t->coll.epoch;
+      *team = static_cast<int>(id);
     }
   }
   return found == 1;
@@ -289,7 +293,7 @@ Status TeamCreate(const int* pes, int n, int* team) {
   for (int i = 0; i < n; ++i) HPSHMEM_RETURN_IF_ERROR(CheckPe(rt, pes[i], what));
   t->pes.assign(pes, pes + n);
   t->block.assign(n, 0);
-  t->own_bytes = RoundUp(TeamBlockWords(n) * sizeof(int64_t));
+  t->own_bytes = TeamBlockBytes(n);
   size_t off = 0;
   bool room;
   {

@@ -171,34 +171,20 @@ int64_t LoadSignal(const void* p, SignalType t) {
   return v;
 }
 
-namespace {
-std::atomic<bool> g_asym_wake{false};
-}  // namespace
-
 bool RegisterAsymWake() {
   long have = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (have < 0 || !(have & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) return false;
   return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
-void SetAsymWake(bool on) { g_asym_wake.store(on, std::memory_order_relaxed); }
-bool AsymWake() { return g_asym_wake.load(std::memory_order_relaxed); }
+void SetAsymWake(bool on) {
+  direct_detail::g_streaming_from.store(StreamingCopyThreshold(), std::memory_order_relaxed);
+  direct_detail::g_asym_wake.store(on, std::memory_order_relaxed);
+}
 
 void AsymWakeBarrier() {
   if (::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0)
     (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
-}
-
-void PublishStores(size_t bytes) {
-  // Streaming stores (large copies) are weakly ordered: they keep their fence.
-  if (AsymWake() && bytes < StreamingCopyThreshold())
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  else
-    StoreFence();
-}
-
-void Notify(Doorbell* b) {
-  if (std::atomic_ref<uint32_t>(b->sleepers).load(std::memory_order_seq_cst) > 0) NotifyAll(b);
 }
 
 void NotifyAll(Doorbell* b) {

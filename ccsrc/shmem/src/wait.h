@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hpshmem/direct.h"
 #include "hpshmem/hpshmem.h"
 #include "pe_header.h"
 
@@ -55,13 +56,7 @@ inline void CrossProcessRelease() {}
 inline void CrossProcessAcquire() {}
 #endif
 
-// Atomically SETs (swap) or ADDs `value` to the signal word at `word`
-// (naturally aligned, in a segment mapped here), seq_cst; returns the old
-// value. Every transport applies signals through this, so a word updated by
-// same-host peers and remote peers at once loses no update.
-int64_t ApplyAtomic(void* word, SignalType type, SignalOp op, int64_t value);
-// Amo's update of a word mapped here (seq_cst); returns the old value.
-int64_t ApplyAmo(void* word, SignalType type, AmoOp op, int64_t value, int64_t compare);
+// ApplyAtomic and ApplyAmo, the atomics of every transport: hpshmem/direct.h.
 // Reads a signal word atomically (acquire).
 int64_t LoadSignal(const void* word, SignalType type);
 
@@ -95,18 +90,12 @@ WaitPolicy ChooseWaitPolicy(const std::string& mode, double spin_us, double yiel
 // the way to sleep): either the writer's bytes are then visible to the
 // waiter's re-check, or the writer's later look at `sleepers` sees the
 // waiter. On when every rank registered at Init (Linux >= 4.16).
+// AsymWake, PublishStores (the writer's half), Notify and NotifyAll are in
+// hpshmem/direct.h.
 bool RegisterAsymWake();
 void SetAsymWake(bool on);
-bool AsymWake();
 // The waiter's half: a barrier on every CPU that runs a registered process.
 void AsymWakeBarrier();
-// The writer's half, after plain stores of `bytes` bytes and before Notify.
-void PublishStores(size_t bytes);
-
-// Wakes every waiter sleeping on `bell`, if any sleeps.
-void Notify(Doorbell* bell);
-// Wakes unconditionally (used when a peer dies).
-void NotifyAll(Doorbell* bell);
 
 // Sleep step of a wait: registers as a sleeper on `bell`, re-checks `ready`,
 // and sleeps at most `max_ms` unless the doorbell moved. Returns ready()'s

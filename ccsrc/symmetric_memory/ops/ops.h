@@ -55,31 +55,16 @@ Status SignalWaitUntil(const void* sig, SignalType type, Cmp cmp, int64_t value,
 // epochs, so teams run their collectives concurrently; ranks outside a team
 // take no part and never block, and only a member's loss fails its waits.
 //
-// A team's words (int64, in each member's collective workspace, zero at team
-// creation), W members: ready[W], arrivals, consumed, mismatch, place[2W]
-// (see CollectiveLayout): TeamBlockWords(W) words.
-//
-// Why place[]: alltoall needs, for each pair, a placement only one side
-// knows (push: where the receiver wants the sender's piece; pull: where the
-// owner keeps the reader's piece). The side that knows puts it into the other
-// side's place[] in the same message that announces the call, so nobody has
-// to fetch it: across hosts that is a round trip saved per peer.
-struct CollectiveLayout {
-  int64_t* ready;     // ready[p]: last call rank p has entered
-  int64_t* arrivals;  // put-with-signal ADDs received (push collectives)
-  int64_t* consumed;  // reads of this rank's buffers completed by peers (pull)
-  int64_t* mismatch;  // peers that found this rank's sizes inconsistent
-  // place[2p], place[2p+1] for peer p, written by p with ready[p]. alltoall
-  // push: byte offset in p's receive buffer for this rank's piece, and the
-  // elements p expects; pull: workspace-relative byte offset of p's piece
-  // for this rank, and its elements.
-  int64_t* place;
-};
+// A team's words and eager slots, in each member's collective workspace,
+// are laid out in ops/collective/team_block.h; this rank's counters of the
+// team's calls in ops/collective/counters.h.
 
 // Enters the team's next collective call: *epoch = its number, announced to every member (this one too).
 // Errors (every call here): kNotInitialized; kInvalidArgument for an unknown team; kUnsupported
 // past the ranks the workspace holds (world).
 Status CollectiveBegin(int64_t* epoch, int team = kTeamWorld);
+// *epoch = the number of the team's last call this rank entered (0: none yet).
+Status CollectiveEpoch(int64_t* epoch, int team = kTeamWorld);
 // Blocks until member `peer` has entered call `epoch` (its buffers may be written).
 Status CollectiveWaitReady(int peer, int64_t epoch, int team = kTeamWorld);
 // Blocks until `n` more put-with-signal ADDs have reached this rank's arrival counter.
@@ -133,7 +118,7 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
 // Collective. `data` (symmetric, `bytes` bytes) on every rank but root =
 // root's `src` (any memory on root; default: root's `data`, which `src` leaves as it is).
 Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld, const void* src = nullptr);
-// Broadcast of at most EagerSlotBytes(team size) bytes in one step: the root
+// Broadcast of at most EagerSlotBytes(team size) bytes (ops/collective/team_block.h) in one step: the root
 // puts its data into each member's eager slot and returns; members copy it
 // out (`data` need not be symmetric). As OpenSHMEM allows, the root does not
 // wait for the members to enter the call (only for them to have entered the

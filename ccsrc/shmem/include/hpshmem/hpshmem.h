@@ -128,61 +128,39 @@ void* Ptr(const void* local, int pe);
 constexpr size_t kWorkspaceBytes = 1024 * 1024;
 Status CollectiveWorkspace(void** base);
 
-// This rank's bookkeeping of the library's collectives (see
-// symmetric_memory/ops/collective_copy): zero at Init, owned by the runtime
-// so that every job starts from zero. Null when not initialized.
-struct CollectiveCounters {
-  int64_t epoch = 0;              // collective calls entered so far (counted alike on every rank)
-  int64_t expected_arrivals = 0;  // put-with-signal ADDs this rank has waited for, in total
-  int64_t expected_consumed = 0;  // completed reads of this rank's buffers it has waited for
-  int64_t mismatch_seen = 0;      // size-mismatch reports already raised
-  // The last call after which members need not have seen every other member
-  // enter it (a small broadcast): the next eager put into a member's slot
-  // first waits for that member to have entered it (ops/collective_copy).
-  int64_t loose_epoch = 0;
-};
-// The world team's counters (see TeamView).
-CollectiveCounters* GetCollectiveCounters();
-
 // ---------------------------------------------------------------- teams
 // A team is an ordered set of the job's ranks that runs collectives among
-// itself: member i is "team rank i". Each team has its own protocol words in
-// every member's workspace and its own counters, so teams run collectives
-// concurrently and back to back without involving (or blocking) anyone else.
-// Team ids are this rank's handles (a team may have different ids on
-// different members); kTeamWorld is every rank in rank order.
+// itself: member i is "team rank i". Each team has a block of its own in every
+// member's workspace and a private state on every member, so teams run
+// collectives concurrently and back to back without involving (or blocking)
+// anyone else; what the block and the state hold is the collective layer's
+// business (symmetric_memory/ops/collective). Team ids are this rank's handles
+// (a team may have different ids on different members); kTeamWorld is every
+// rank in rank order.
 constexpr int kTeamWorld = 0;
 
-// Eager slots: each member keeps, per sender and per call parity, a slot of
-// kEagerHeaderBytes + EagerSlotBytes(n) bytes into which a sender may put a
-// small call's data before this member has entered the call (ops/ops.h).
-// A power of two, 4 KiB down to 64 B as teams grow (about 32 KiB of payload
-// per member and parity); 0 (no eager calls) past 512 members.
-constexpr size_t kEagerHeaderBytes = 64;
-constexpr size_t EagerSlotBytes(int n) {
-  size_t s = 4096;
-  while (s >= 64 && s * static_cast<size_t>(n) > 32768) s /= 2;
-  return s >= 64 ? s : 0;
-}
-// Words before the eager slots in a team block (rounded to 64 bytes).
-constexpr size_t TeamWordsBeforeEager(int n) { return (3 * static_cast<size_t>(n) + 3 + 7) / 8 * 8; }
-// The collective layer's protocol words of a team of n members
-// (ops::CollectiveLayout) and its eager slots, int64 each: what a team
-// reserves per member.
-constexpr size_t TeamBlockWords(int n) {
-  return TeamWordsBeforeEager(n) +
-         (EagerSlotBytes(n) ? 2 * static_cast<size_t>(n) * (kEagerHeaderBytes + EagerSlotBytes(n)) / 8 : 0);
-}
+// Bytes (a multiple of 64) that a team of `members` ranks reserves in each
+// member's workspace for its collectives: per member three int64 words and
+// three more, then, for teams of at most 512, two message slots per member
+// of 64 bytes and a power of two from 4 KiB down to 64 bytes (about 32 KiB
+// per member). Zero at team creation.
+size_t TeamBlockBytes(int members);
+
+// Bytes of this rank's private state per team (TeamView::state).
+constexpr size_t kTeamStateBytes = 64;
 
 struct TeamView {
   int size = 0;              // members
   int me = -1;               // this rank's team rank
   const int* pes = nullptr;  // global rank of each member, in team order
   // Per member: byte offset, from the workspace base, of that member's
-  // TeamBlockWords(size) words of this team (the world's are at 0 on all).
+  // TeamBlockBytes(size) bytes of this team (the world's are at 0 on all).
   const int64_t* block = nullptr;
-  CollectiveCounters* counters = nullptr;  // this rank's counters for the team
-  int64_t hash = 0;                        // of the member list: equal on every member, differs between teams
+  // kTeamStateBytes of this rank's own, 64-byte aligned, zero at team
+  // creation: the collective layer's bookkeeping of the team's calls. Its
+  // first int64 counts the calls this rank has entered (DebugState shows it).
+  void* state = nullptr;
+  int64_t hash = 0;  // of the member list: equal on every member, differs between teams
 };
 // Errors: kNotInitialized; kInvalidArgument for an id that names no live team.
 // The view's arrays, like the workspace, live until Finalize: code that uses
@@ -253,22 +231,24 @@ Status TeamCreate(const int* pes, int n, int* team);
 // cannot be destroyed (kInvalidArgument). Errors: as TeamCreate.
 Status TeamDestroy(int team);
 
-// Where this rank's collective is blocked, published in its own workspace so
-// that a peer blocked on it can tell a wait that will end from a deadlock:
-// ranks that entered the collectives of different teams in different orders
-// (A waits in team X for B, which waits in team Y for A, which has not
-// entered that call of Y and cannot while it waits in X).
-struct WaitNote {
-  int64_t team_hash = 0;  // TeamView::hash of the team whose call waits
-  int64_t epoch = 0;      // the call waited in
-  int waiting_for = -1;   // global rank waited for; -1: not blocked in a collective
-};
-void NoteWait(const WaitNote& note);
-// A peer's note (a direct load on this host, a get otherwise). Errors: as GetMem.
-Status ReadWaitNote(int pe, WaitNote* out);
-// This rank's collective calls entered in its team with member-list hash
-// `hash`; false when it has no such team (or several).
-bool TeamEpochByHash(int64_t hash, int64_t* epoch);
+// The id of this rank's one team whose TeamView::hash is `hash`; false when
+// it has no such team, or several, or is not initialized.
+bool FindTeamByHash(int64_t hash, int* team);
+
+// A record of kPublishedWords int64 words that this rank keeps in its
+// workspace for its peers to read: what a layer over the runtime wants peers
+// to know of this rank while it waits (the collectives say where they are
+// blocked, so that a blocked peer can tell a wait that will end from a
+// deadlock). A reader never sees half of one record and half of another.
+constexpr int kPublishedWords = 3;
+// Replaces this rank's record. Does nothing when not initialized or when the
+// workspace has no room for it (more ranks than the collectives support).
+void PublishWords(const int64_t (&words)[kPublishedWords]);
+// Rank pe's record (a direct load on this host, atomic fetches otherwise);
+// all zero when pe never published one. *published is false, and `words`
+// untouched, when there is none to read (no room, or pe kept rewriting it).
+// Errors: kNotInitialized; kInvalidArgument (pe); as AtomicFetch.
+Status ReadPublishedWords(int pe, int64_t (&words)[kPublishedWords], bool* published);
 
 // True when [p, p + bytes) lies within this rank's heap.
 bool IsSymmetric(const void* p, size_t bytes);
@@ -417,8 +397,8 @@ struct DirectMap {
   uint8_t* const* peer_sym = nullptr;  // [nranks]
   int nranks = 0;
 };
-// Stores through it must wake the peer's waiters as PutMem does (wait.h:
-// PublishStores, then Notify on the peer's data doorbell).
+// Stores through it must wake the peer's waiters as PutMem does: see
+// hpshmem/direct.h (PutDirect, or PublishStores then Notify on PeerDoorbell).
 Status GetDirectMap(DirectMap* out);
 
 // Reads a local signal word atomically.

@@ -8,7 +8,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include "../../../python/tensor_view.h"
+#include "platform/tensor_view.h"
 
 namespace {
 

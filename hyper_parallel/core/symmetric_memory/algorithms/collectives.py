@@ -1,8 +1,10 @@
-"""AllGather, AllToAll, AllReduce, ReduceScatter and Broadcast: one call each into the runtime's collectives.
+"""AllGather, AllToAll, AllReduce, ReduceScatter and Broadcast: one call each into the C++ collectives.
 
-The data movement and the epoch protocol are C++ (``ccsrc/symmetric_memory/ops/collective_copy``,
-shared with the fused ops through ``_comm``): one call per collective instead of a loop of
-puts, signals and waits from Python. Arguments arrive already checked by the unified API.
+Unlike the fused ops (``fused.py``), these algorithms are not written here: they are C++, one
+file each under ``ccsrc/symmetric_memory/ops/`` (``allgather/``, ``alltoall/``, ``allreduce/``,
+``reduce_scatter/``, ``broadcast/``), over the epoch protocol of ``ops/collective/`` that the
+fused ops share through ``_comm``: one call per collective instead of a loop of puts, signals
+and waits from Python. This module is their Python entry. Arguments arrive already checked by the unified API.
 Sizes here are BYTES unless named `*_elems`. `team` is the runtime's id of the group the call
 runs in (0: every rank); ranks, roots and list positions are then group ranks.
 """

@@ -1,6 +1,7 @@
-// What a framework's tensor reader hands the fast path (fast_path.cc): a plain
-// C struct and function, passed between extension modules in a PyCapsule, so
-// that neither module links against the other.
+// What a framework's tensor reader (platform/torch/tensor_reader.cc) hands
+// the binding's fast path (ccsrc/python/fast_path.cc): a plain C struct and
+// function, passed between extension modules in a PyCapsule, so that neither
+// module links against the other, and neither includes the other's headers.
 #pragma once
 
 #include <Python.h>

@@ -1,0 +1,61 @@
+// Allreduce: every member reduces every member's values in team-rank order
+// (ops.h), one-shot (each reduces the whole tensor) or two-shot (each reduces
+// its block, then puts it into every member's block).
+#include <cstring>
+#include <string>
+
+#include "ops/collective/call.h"
+
+namespace hpshmem::ops {
+namespace {
+
+using namespace collective;
+
+thread_local Scratch t_result;  // the one-shot result
+
+}  // namespace
+
+Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAlgorithm algorithm, int team,
+                 const void* src) {
+  const char* what = "shmem_allreduce";
+  size_t item = DTypeSize(dtype);
+  if (!item) return Status::TypeError(std::string(what) + ": dtype code " + std::to_string(static_cast<int>(dtype)));
+  HPSHMEM_RETURN_IF_ERROR(CheckReducible(dtype, op, what));
+  CollectiveCall call;
+  HPSHMEM_RETURN_IF_ERROR(Open(&call, team));
+  auto* buffer = static_cast<char*>(data);
+  size_t bytes = count * item;
+  if (algorithm == AllreduceAlgorithm::kAuto)
+    algorithm = bytes <= kOneShotMaxBytes ? AllreduceAlgorithm::kOneShot : AllreduceAlgorithm::kTwoShot;
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, 0));  // peers may still read this buffer from an earlier call
+  // Nobody reads `data` before this rank announces the call below.
+  if (src && src != data && bytes) std::memmove(buffer, src, bytes);
+  int64_t epoch;
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(call, &epoch, static_cast<int64_t>(count),
+                                      Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24),
+                                      what));
+  if (call.members == 1) return ReduceRange(call, buffer, 0, count, item, dtype, op, buffer);  // avg over one rank
+  if (algorithm == AllreduceAlgorithm::kOneShot) {
+    // Every rank reduces the whole tensor from every rank's copy; it may
+    // overwrite its own copy once every peer has finished reading it.
+    char* out = t_result.Get(bytes);
+    HPSHMEM_RETURN_IF_ERROR(ReduceRange(call, buffer, 0, count, item, dtype, op, out));
+    HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
+    if (bytes) std::memcpy(buffer, out, bytes);
+    return Status::OK();
+  }
+  // Two-shot: rank r reduces element block r from every rank, in place into
+  // its own block r, then puts it into block r of every rank. Block r is read
+  // and written by rank r alone, so nothing waits between the two halves.
+  size_t lo = count * call.me / call.members, hi = count * (call.me + 1) / call.members;
+  char* mine = buffer + lo * item;
+  HPSHMEM_RETURN_IF_ERROR(ReduceRange(call, buffer, lo, hi, item, dtype, op, mine));
+  for (int k = 1; k < call.members; ++k) {
+    int p = (call.me + k) % call.members;
+    HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(mine, mine, (hi - lo) * item, call.AtMember(p, call.layout.arrivals),
+                                              kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+  }
+  return WaitArrivals(call, call.members - 1);
+}
+
+}  // namespace hpshmem::ops

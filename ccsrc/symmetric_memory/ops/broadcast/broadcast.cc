@@ -1,0 +1,85 @@
+// Broadcast: the root puts its data into every member (after all agree on
+// size and root), or, for small data, into every member's eager slot
+// without waiting for them (BroadcastSmall, ops.h).
+#include <cstring>
+#include <string>
+
+#include "ops/collective/call.h"
+
+namespace hpshmem::ops {
+
+using namespace collective;
+
+Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) {
+  const char* what = "shmem_broadcast";
+  CollectiveCall call;
+  HPSHMEM_RETURN_IF_ERROR(Open(&call, team));
+  if (root < 0 || root >= call.members) return CheckRank(root, call.members, "root");
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, 0));
+  int64_t epoch;
+  HPSHMEM_RETURN_IF_ERROR(
+      BeginAgreed(call, &epoch, static_cast<int64_t>(bytes), Pack(0, 0, Place(call, data) << 24 | root), what));
+  if (call.me == root) {
+    for (int k = 1; k < call.members; ++k) {
+      int p = (call.me + k) % call.members;
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data, src ? src : data, bytes, call.AtMember(p, call.layout.arrivals),
+                                                kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+    }
+  } else {
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
+  }
+  // A rank that left now could overwrite the words of this call that a slower
+  // rank has yet to compare (BeginAgreed): everyone leaves once all have compared.
+  return AllConsumed(call);
+}
+
+Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* src) {
+  const char* what = "shmem_broadcast";
+  CollectiveCall call;
+  HPSHMEM_RETURN_IF_ERROR(Open(&call, team));
+  if (root < 0 || root >= call.members) return CheckRank(root, call.members, "root");
+  if (bytes > call.eager_bytes)
+    return Status::InvalidArgument(std::string(what) + ": " + std::to_string(bytes) + " bytes do not fit the " +
+                                   std::to_string(call.eager_bytes) + "-byte eager slot of a team of " +
+                                   std::to_string(call.members));
+  const int64_t epoch = ++call.counters->epoch;
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + call.me, kWord, epoch, SignalOp::kSet,
+                                 call.GlobalRank(call.me)));  // as every call does
+  if (call.me == root) {
+    for (int k = 1; k < call.members; ++k) {
+      int p = (call.me + k) % call.members;
+      // p has entered the previous call, so it is done with this parity's slot (call e - 2).
+      HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch - 1));
+      HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, {epoch, static_cast<int64_t>(bytes), root, 0}, src ? src : data, bytes));
+    }
+    call.counters->loose_epoch = epoch;
+    return ReleaseGated();
+  }
+  // Every member hears that this one entered (the root to send, the others
+  // for their next eager call, see PutSlot); nobody waits for it here.
+  call.counters->loose_epoch = epoch;
+  for (int k = 1; k < call.members; ++k) {
+    int p = (call.me + k) % call.members;
+    if (p != root)
+      HPSHMEM_RETURN_IF_ERROR(
+          Signal(call.AtMember(p, call.layout.ready + call.me), kWord, epoch, SignalOp::kSet, call.GlobalRank(p)));
+  }
+  HPSHMEM_RETURN_IF_ERROR(
+      Signal(call.AtMember(root, call.layout.ready + call.me), kWord, epoch, SignalOp::kSet, call.GlobalRank(root)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  HPSHMEM_RETURN_IF_ERROR(WaitReady(call, root, epoch));
+  const EagerHeader& header = SlotHeader(call, root, epoch);
+  if (header.epoch != epoch || header.count != static_cast<int64_t>(bytes) || header.place != root) {
+    return Status::CollectiveMismatch(
+        std::string(what) + ": rank " + std::to_string(call.GlobalRank(call.me)) + " broadcasts " +
+        std::to_string(bytes) + " bytes from team rank " + std::to_string(root) + ", but that rank " +
+        (header.epoch != epoch
+             ? std::string("entered another collective")
+             : "broadcasts " + std::to_string(header.count) + " bytes from team rank " + std::to_string(header.place)));
+  }
+  // The slot stays as it is until call e + 2, which the root starts only after this rank entered e + 1.
+  if (bytes) std::memcpy(data, SlotData(call, root, epoch), bytes);
+  return Status::OK();
+}
+
+}  // namespace hpshmem::ops

@@ -1,0 +1,144 @@
+// One collective call of a team, and the steps of the epoch protocol (ops.h)
+// that the collectives (ops/allgather, ops/alltoall, ops/allreduce,
+// ops/reduce_scatter, ops/broadcast, ops/team_barrier) share. Indices p are
+// team ranks; every Status is the runtime's, carried up unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ops/collective/counters.h"
+#include "ops/collective/team_block.h"
+#include "ops/ops.h"
+
+namespace hpshmem::ops::collective {
+
+constexpr SignalType kWord = SignalType::kInt64;
+
+// What one collective call needs, looked up once per call rather than per step.
+struct CollectiveCall {
+  // The team's arrays and the workspace below belong to the runtime: a
+  // Finalize on another thread must not release them under this call. Every
+  // signal of a collective is waited for by its receiver (CollectiveScope).
+  CollectiveScope scope;
+  CollectiveLayout layout;  // this rank's block of the team
+  CollectiveCounters* counters = nullptr;
+  int me = 0, members = 0, team = kTeamWorld;
+  int64_t hash = 0;
+  const int* pes = nullptr;
+  const int64_t* block = nullptr;
+  char* workspace = nullptr;  // workspace base (the symmetric range starts with it)
+  size_t eager_bytes = 0;     // EagerSlotBytes(members): payload a slot holds
+
+  int GlobalRank(int p) const { return pes[p]; }
+  // Member p's copy of `word`, one of this rank's layout words (a team's
+  // block may sit at a different workspace offset on each member; the
+  // world's never does), as a symmetric address.
+  int64_t* AtMember(int p, int64_t* word) const {
+    return reinterpret_cast<int64_t*>(reinterpret_cast<char*>(word) + (block[p] - block[me]));
+  }
+  // Member `holder`'s slot for sender `from` in call `epoch`, as a symmetric
+  // address (a put's target at `holder`, or read here when holder == me).
+  char* Slot(int holder, int from, int64_t epoch) const {
+    size_t i = static_cast<size_t>(epoch & 1) * members + from;
+    return workspace + block[holder] + TeamWordsBeforeEager(members) * sizeof(int64_t) +
+           i * (kEagerHeaderBytes + eager_bytes);
+  }
+};
+
+// Fills `call` for the team's next call. Errors: kNotInitialized;
+// kInvalidArgument for an unknown team; kUnsupported past the ranks the
+// workspace holds (world).
+Status Open(CollectiveCall* call, int team);
+
+// The team's global ranks, for messages: "[3, 1]".
+std::string Members(const CollectiveCall& call);
+
+// Enters the next call: *epoch = its number, announced to every member (this one too).
+Status Begin(const CollectiveCall& call, int64_t* epoch);
+
+// Begin whose announcement to each member p carries the two words
+// place_for(p, words) (see CollectiveLayout::place). Defined here: the
+// callback runs once per member.
+template <class PlaceFor>
+Status BeginPlaced(const CollectiveCall& call, int64_t* epoch, PlaceFor&& place_for) {
+  const int64_t next = ++call.counters->epoch;
+  for (int k = 0; k < call.members; ++k) {
+    int p = (call.me + k) % call.members;
+    int64_t words[2];
+    place_for(p, words);
+    HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMemSignal(call.AtMember(p, call.layout.place + 2 * call.me), words,
+                                                  sizeof words, call.AtMember(p, call.layout.ready + call.me), kWord,
+                                                  next, SignalOp::kSet, call.GlobalRank(p)));
+  }
+  *epoch = next;
+  return Status::OK();
+}
+
+// Blocks until member `peer` has entered call `epoch`. Past kProbeAfterMs it
+// notes the wait and detects the deadlock of teams entered in different
+// orders (wait_note.h), which fails with kCollectiveMismatch on both ranks.
+Status WaitReady(const CollectiveCall& call, int peer, int64_t epoch);
+// Blocks until `n` more put-with-signal ADDs have reached this rank's arrival counter.
+Status WaitArrivals(const CollectiveCall& call, int64_t n);
+// Blocks until peers have finished every read of this rank's buffers announced
+// so far, plus `extra` more (which then count as announced).
+Status WaitConsumed(const CollectiveCall& call, int64_t extra);
+// Tells member `peer` that this rank has finished reading its buffers.
+Status Consumed(const CollectiveCall& call, int peer);
+// Tells every peer this rank is done reading its buffers, then waits until
+// every peer is done reading this rank's: after it, no rank of the call is
+// still reading, so nobody's buffers or words are in use any more.
+Status AllConsumed(const CollectiveCall& call);
+
+// Puts `header` (and `bytes` of `data` after it, at most eager_bytes) into
+// member p's slot for this rank, setting ready[me] at p to the call's epoch:
+// the data is there when p sees it.
+Status PutSlot(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes);
+// This rank's copy of what member p put into its slot here for call `epoch`.
+inline const EagerHeader& SlotHeader(const CollectiveCall& call, int p, int64_t epoch) {
+  return *reinterpret_cast<const EagerHeader*>(call.Slot(call.me, p, epoch));
+}
+inline const char* SlotData(const CollectiveCall& call, int p, int64_t epoch) {
+  return call.Slot(call.me, p, epoch) + kEagerHeaderBytes;
+}
+
+// What every member of a reducing call or broadcast must pass alike, as the
+// two words BeginPlaced carries: an element (or byte) count, and the rest
+// packed in one word.
+inline int64_t Pack(int64_t dtype, int64_t op, int64_t extra) { return (extra << 16) | (dtype << 8) | op; }
+// Where a symmetric buffer lies, folded to 23 bits (the workspace opens the
+// symmetric range at the same offset on every rank): peers read and write the
+// buffer at this rank's offset, so ranks that pass buffers at different places
+// (one rank a tensor of the heap, another a staging copy) must fail like ranks
+// that pass different sizes, not read each other's unrelated bytes.
+int64_t Place(const CollectiveCall& call, const void* buffer);
+// Begins the call announcing (count, packed), then compares every member's:
+// on a disagreement every member fails alike with kCollectiveMismatch naming
+// `what` and both sides' arguments, after all have read the words.
+Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, int64_t packed, const char* what);
+
+// Memory that outlives a call: a fresh allocation per call costs a page
+// fault per 4 KiB (and zeroing) at the sizes where it matters.
+struct Scratch {
+  std::unique_ptr<char[]> p;
+  size_t size = 0;
+  char* Get(size_t bytes) {
+    if (bytes > size) {
+      p.reset(new char[bytes]);
+      size = bytes;
+    }
+    return p.get();
+  }
+};
+
+// Reduces element range [lo, hi) of symmetric `data` over every member, in
+// team-rank order, into `out` (which may be this rank's own range). Peers'
+// copies are read in place where their memory is mapped here, else fetched
+// first. Peers must have entered the call.
+Status ReduceRange(const CollectiveCall& call, const char* data, size_t lo, size_t hi, size_t item, DType dtype,
+                   ReduceOp op, void* out);
+
+}  // namespace hpshmem::ops::collective
