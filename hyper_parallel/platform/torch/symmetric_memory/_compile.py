@@ -296,22 +296,26 @@ def _kernel(op: _Op):
     others = [p for p in op.params if p.kind not in (TENSOR, OPT_TENSOR, TENSORS, SCALAR, OPT_SCALAR, COUNTS, GROUP)]
     has_group = any(p.kind == GROUP for p in op.params)
 
+    tensor_names = [p.name for p in tensors]
+    scalar_names = [p.name for p in scalars]
+    positional_names = [p.name for p in op.params if not p.keyword_only]
+    keyword_names = [p.name for p in op.params if p.keyword_only]
+
     def kernel(*args):
-        args = list(args)
-        v = {p.name: args.pop(0) for p in tensors}
+        v = dict(zip(tensor_names, args))
+        i = len(tensor_names)
         if scalars:
-            ints, ts, strs = args.pop(0), args.pop(0), args.pop(0)
-            v.update(zip((p.name for p in scalars), _unpack(ints, ts, strs)))
+            v.update(zip(scalar_names, _unpack(*args[i : i + 3])))
+            i += 3
         for p in counts:
-            listed, tensor = args.pop(0), args.pop(0)
-            v[p.name] = tensor if tensor is not None else listed
+            v[p.name] = args[i + 1] if args[i + 1] is not None else args[i]
+            i += 2
         for p in others:
-            v[p.name] = args.pop(0)
+            v[p.name] = args[i]
+            i += 1
         if has_group:
-            v["group"] = _group_of(args.pop(0))
-        positional = [v[p.name] for p in op.params if not p.keyword_only]
-        keywords = {p.name: v[p.name] for p in op.params if p.keyword_only}
-        result = getattr(_api(), op.api)(*positional, **keywords)
+            v["group"] = _group_of(args[i])
+        result = getattr(_api(), op.api)(*[v[n] for n in positional_names], **{n: v[n] for n in keyword_names})
         if op.fake is None:
             return None
         return result if isinstance(result, torch.Tensor) else torch.tensor(result, dtype=torch.int64)
