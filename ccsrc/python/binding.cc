@@ -9,6 +9,7 @@
 // created here (the lowest layer that can name the cause).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "fast_path.h"
 #include "hpshmem/hpshmem.h"
 #include "ops/checks/checks.h"
+#include "ops/checks/request.h"
 #include "ops/ops.h"
 
 namespace hpshmem::mindspore_graph {
@@ -249,6 +251,23 @@ NB_MODULE(_hpshmem, m) {
       },
       nb::arg("target_numel"), nb::arg("target_offset"), nb::arg("src_numel"), nb::arg("src_offset"), nb::arg("size"),
       "A put/get's offsets and size: each >= 0, both windows inside their tensors.");
+  m.def(
+      "copy_request",
+      [](uintptr_t t_addr, int64_t t_numel, int itemsize, nb::handle t_dtype, uintptr_t s_addr, int64_t s_numel,
+         nb::handle s_dtype, int64_t toff, int64_t soff, int64_t size, int64_t rank, std::optional<int64_t> block_dim) {
+        // Python dtypes compare by value; the builder compares identities, printed by str().
+        std::string t_name = nb::str(t_dtype).c_str(), s_name = nb::str(s_dtype).c_str();
+        hpshmem::ops::TensorArg t{t_addr, t_numel, itemsize, 1, t_name.c_str()};
+        hpshmem::ops::TensorArg s{s_addr, s_numel, itemsize, t_dtype.equal(s_dtype) ? 1 : 2, s_name.c_str()};
+        hpshmem::ops::CopyRequest r;
+        Check(hpshmem::ops::BuildCopyRequest(t, toff, s, soff, size, rank, block_dim ? &*block_dim : nullptr, &r));
+        return nb::make_tuple(r.dst, r.src, r.bytes, r.pe, r.block_dim);
+      },
+      nb::arg("target_addr"), nb::arg("target_numel"), nb::arg("itemsize"), nb::arg("target_dtype"),
+      nb::arg("src_addr"), nb::arg("src_numel"), nb::arg("src_dtype"), nb::arg("target_offset"), nb::arg("src_offset"),
+      nb::arg("size"), nb::arg("target_rank"), nb::arg("block_dim").none(),
+      "A put/get's request (ops/checks/request.h): (dst, src addresses, bytes, pe, block_dim), or "
+      "ShmemTypeError/ShmemValueError naming the argument. Offsets and size in elements.");
   m.def(
       "check_rank",
       [](int64_t rank, int64_t world, const std::string& name) {

@@ -26,6 +26,7 @@
 #include "fast_path.h"
 #include "hpshmem/hpshmem.h"
 #include "ops/checks/checks.h"
+#include "ops/checks/request.h"
 #include "ops/ops.h"
 #include "platform/tensor_view.h"
 
@@ -61,12 +62,8 @@ int ReduceDtype(intptr_t dtype) {
 // Interned attribute names, made once.
 PyObject *s_is_contiguous, *s_is_cpu, *s_device;
 
-struct Tensor {
-  uintptr_t addr = 0;
-  int64_t numel = 0;
-  int itemsize = 0;
-  intptr_t dtype = 0;  // equal for equal dtypes (see Framework::int32)
-};
+// dtype: equal for equal dtypes (see Framework::int32); no name (the fast path never prints one).
+using Tensor = hpshmem::ops::TensorArg;
 
 // Holds a new reference; Release() on scope exit.
 struct Ref {
@@ -218,27 +215,18 @@ void Run(bool keep_gil, F&& f) {
   if (!s.ok()) RaiseStatus(s);
 }
 
-struct CopyArgs {
-  uintptr_t dst, src;
-  size_t bytes;
-  int pe, block_dim;
-};
+using CopyArgs = hpshmem::ops::CopyRequest;
 
-// put (target symmetric) or get (source symmetric): the checks of core's _copy_args, _rank, _block_dim.
+// put (target symmetric) or get (source symmetric): the arguments read, then the request builder's checks.
 bool CopyCheck(bool put, PyObject* target, PyObject* toff, PyObject* src, PyObject* soff, PyObject* size,
                PyObject* rank, PyObject* block_dim, CopyArgs* a) {
   Tensor t, s;
-  int64_t to, so, n;
-  if (!Describe(target, &t) || !Describe(src, &s) || t.dtype != s.dtype) return false;
-  if (!Int(toff, &to) || !Int(soff, &so) || !Int(size, &n) ||
-      !hpshmem::ops::CheckCopyRange(t.numel, to, s.numel, so, n).ok())
+  int64_t to, so, n, r, bd;
+  if (!Describe(target, &t) || !Describe(src, &s) || !Int(toff, &to) || !Int(soff, &so) || !Int(size, &n) ||
+      !Int(rank, &r) || (block_dim != Py_None && !Int(block_dim, &bd)))
     return false;
-  if (!Rank(rank, &a->pe) || !BlockDim(block_dim, &a->block_dim)) return false;
-  if (!Symmetric(put ? t : s)) return false;
-  a->dst = t.addr + static_cast<uintptr_t>(to) * t.itemsize;
-  a->src = s.addr + static_cast<uintptr_t>(so) * s.itemsize;
-  a->bytes = static_cast<size_t>(n) * t.itemsize;
-  return true;
+  return hpshmem::ops::BuildCopyRequest(t, to, s, so, n, r, block_dim == Py_None ? nullptr : &bd, a).ok() &&
+         Symmetric(put ? t : s);
 }
 
 // The reduce ops and algorithms by the names the Python path accepts; anything else is its to judge.

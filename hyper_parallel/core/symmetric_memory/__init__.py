@@ -276,8 +276,7 @@ def shmem_put(
         _sync()
     if _fast_put(target, target_offset, src, src_offset, size, target_rank, block_dim):
         return
-    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
-    _C.put(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
+    _C.put(*_copy_args(target, target_offset, src, src_offset, size, target_rank, block_dim, True))
 
 
 def shmem_get(
@@ -297,8 +296,7 @@ def shmem_get(
         _sync()
     if _fast_get(target, target_offset, src, src_offset, size, target_rank, block_dim):
         return
-    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, False)
-    _C.get(dst, src_addr, nbytes, _rank(target_rank), _block_dim(block_dim))
+    _C.get(*_copy_args(target, target_offset, src, src_offset, size, target_rank, block_dim, False))
 
 
 def shmem_signal_op(
@@ -378,11 +376,13 @@ def shmem_put_with_signal(
         block_dim,
     ):
         return
-    dst, src_addr, nbytes = _copy_args(target, target_offset, src, src_offset, size, True)
+    dst, src_addr, nbytes, pe, bd = _copy_args(
+        target, target_offset, src, src_offset, size, target_rank, block_dim, True
+    )
     sig, width, _ = _signal(signal, signal_offset)
     value = _signal_value(signal_value, width, "signal_value")
     op = _signal_op(signal_op)
-    _C.put_signal(dst, src_addr, nbytes, sig, width, value, op, _rank(target_rank), _block_dim(block_dim))
+    _C.put_signal(dst, src_addr, nbytes, sig, width, value, op, pe, bd)
 
 
 def barrier(group: Any = None) -> None:

@@ -214,15 +214,16 @@ def _compare_op(x) -> int:
     return v
 
 
-def _copy_args(target, target_offset, src, src_offset, size, target_sym: bool):
-    """Checks a put/get's tensors, offsets and size; returns (target addr, src addr, bytes)."""
+def _copy_args(target, target_offset, src, src_offset, size, target_rank, block_dim, target_sym: bool):
+    """A put/get's request, (target addr, src addr, bytes, pe, block_dim): the arguments read here,
+    checked by the runtime's request builder (ccsrc/symmetric_memory/ops/checks/request.h), which
+    the fast path and MindSpore's graph kernels use too."""
     t_addr, t_numel, itemsize, t_dtype = _symmetric(target, "target") if target_sym else _tensor(target, "target")
     s_addr, s_numel, _, s_dtype = _tensor(src, "src") if target_sym else _symmetric(src, "src")
-    if t_dtype != s_dtype:
-        raise _type_error(f"target ({t_dtype}) and src ({s_dtype}) must have the same dtype")
     toff, soff, n = _int(target_offset, "target_offset"), _int(src_offset, "src_offset"), _int(size, "size")
-    _C.check_copy_range(t_numel, toff, s_numel, soff, n)
-    return t_addr + toff * itemsize, s_addr + soff * itemsize, n * itemsize
+    rank = _int(target_rank, "target_rank")
+    bd = None if block_dim is None else _int(block_dim, "block_dim")
+    return _C.copy_request(t_addr, t_numel, itemsize, t_dtype, s_addr, s_numel, s_dtype, toff, soff, n, rank, bd)
 
 
 def _mode(mode) -> str:

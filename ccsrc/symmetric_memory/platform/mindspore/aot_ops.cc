@@ -23,6 +23,7 @@
 
 #include "hpshmem/hpshmem.h"
 #include "ops/checks/checks.h"
+#include "ops/checks/request.h"
 #include "ops/ops.h"
 
 namespace {
@@ -53,6 +54,16 @@ size_t ItemSize(const char* dt) {
                 {"int64", 8},   {"uint64", 8},   {"float64", 8}, {"complex64", 8}, {"complex128", 16}};
   for (const auto& e : kTable)
     if (std::strcmp(dt, e.name) == 0) return e.size;
+  return 0;
+}
+
+// An identity of a MindSpore dtype name, equal for equal names; 0 if unknown.
+intptr_t DtypeId(const char* dt) {
+  static const char* const kNames[] = {"bool",    "int8",     "uint8",   "int16",     "uint16",
+                                       "float16", "bfloat16", "int32",   "uint32",    "float32",
+                                       "int64",   "uint64",   "float64", "complex64", "complex128"};
+  for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i)
+    if (std::strcmp(dt, kNames[i]) == 0) return static_cast<intptr_t>(i) + 1;
   return 0;
 }
 
@@ -117,21 +128,19 @@ Status Ready(const Args& a, int inputs) {
   return Status::OK();
 }
 
-// The copy arguments every data op starts with: target, target_offset, src, src_offset, size.
-Status CopyArgs(const Args& a, char** t, const char** s, size_t* bytes) {
-  int64_t toff, soff, size;
+// The copy arguments every data op starts with (target, target_offset, src, src_offset, size) and
+// its rank (params[rank_index]), read here and checked by the request builder the Python API uses.
+Status CopyArgs(const Args& a, int rank_index, hpshmem::ops::CopyRequest* r) {
+  int64_t toff, soff, size, rank;
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, 1, "target_offset", &toff));
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, 3, "src_offset", &soff));
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, 4, "size", &size));
-  size_t item = ItemSize(a.dtypes[0]);
-  if (item == 0 || std::strcmp(a.dtypes[0], a.dtypes[2]) != 0)
-    return Status::TypeError(std::string("target (") + a.dtypes[0] + ") and src (" + a.dtypes[2] +
-                             ") must have the same dtype");
-  HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::CheckCopyRange(Numel(a, 0), toff, Numel(a, 2), soff, size));
-  *t = static_cast<char*>(a.params[0]) + toff * static_cast<int64_t>(item);
-  *s = static_cast<const char*>(a.params[2]) + soff * static_cast<int64_t>(item);
-  *bytes = static_cast<size_t>(size) * item;
-  return Status::OK();
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, rank_index, "target_rank", &rank));
+  auto tensor = [&](int i) {
+    return hpshmem::ops::TensorArg{reinterpret_cast<uintptr_t>(a.params[i]), Numel(a, i),
+                                   static_cast<int>(ItemSize(a.dtypes[i])), DtypeId(a.dtypes[i]), a.dtypes[i]};
+  };
+  return hpshmem::ops::BuildCopyRequest(tensor(0), toff, tensor(2), soff, size, rank, nullptr, r);
 }
 
 // A signal value or compare value for a word of `type`, read and checked.
@@ -156,15 +165,12 @@ int Finish(const Args& a, const char* op, const Status& st, int64_t token) {
 
 // put/get: (local or symmetric) target, target_offset, src, src_offset, size, rank.
 int Copy(const Args& a, const char* op, bool put) {
-  char* t = nullptr;
-  const char* s = nullptr;
-  size_t bytes = 0;
-  int64_t rank;
+  hpshmem::ops::CopyRequest r;
   HP_CHECK(Ready(a, 6));
-  HP_CHECK(CopyArgs(a, &t, &s, &bytes));
-  HP_CHECK(Rank(a, 5, &rank));
-  Status st = put ? hpshmem::ops::PutMem(t, s, bytes, static_cast<int>(rank))
-                  : hpshmem::ops::GetMem(t, s, bytes, static_cast<int>(rank));
+  HP_CHECK(CopyArgs(a, 5, &r));
+  auto* dst = reinterpret_cast<void*>(r.dst);
+  auto* src = reinterpret_cast<const void*>(r.src);
+  Status st = put ? hpshmem::ops::PutMem(dst, src, r.bytes, r.pe) : hpshmem::ops::GetMem(dst, src, r.bytes, r.pe);
   return Finish(a, op, st, 1);
 }
 
@@ -190,23 +196,20 @@ HP_MS_KERNEL(HpMsGetMem) { return Copy({nparam, params, ndims, shapes, dtypes}, 
 HP_MS_KERNEL(HpMsPutMemSignal) {
   const char* op = "shmem_put_with_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
-  char* t = nullptr;
-  const char* s = nullptr;
-  size_t bytes = 0;
-  int64_t off, value, sop, rank;
+  hpshmem::ops::CopyRequest r;
+  int64_t off, value, sop;
   void* sig = nullptr;
   hpshmem::SignalType type;
   HP_CHECK(Ready(a, 10));
-  HP_CHECK(CopyArgs(a, &t, &s, &bytes));
+  HP_CHECK(CopyArgs(a, 9, &r));
   HP_CHECK(Scalar(a, 6, "signal_offset", &off));
   HP_CHECK(SignalWord(a, 5, off, &sig, &type));
   HP_CHECK(SignalValue(a, 7, "signal_value", type, &value));
   HP_CHECK(Scalar(a, 8, "signal_op", &sop));
   HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
-  HP_CHECK(Rank(a, 9, &rank));
   return Finish(a, op,
-                hpshmem::ops::PutMemSignal(t, s, bytes, sig, type, value, static_cast<hpshmem::SignalOp>(sop),
-                                           static_cast<int>(rank)),
+                hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src),
+                                           r.bytes, sig, type, value, static_cast<hpshmem::SignalOp>(sop), r.pe),
                 1);
 }
 

@@ -3,8 +3,12 @@
 Eager calls never come here: they run the plain functions of
 :mod:`hyper_parallel.core.symmetric_memory` (the C++ fast path). When TorchDynamo traces a
 function that calls them, each API function is replaced (``torch.compiler.substitute_in_graph``)
-by its twin below, which records one ``torch.ops.hyper_parallel.*`` operator; at run time that
-operator calls the same plain function, so checks, errors and results are those of eager mode.
+by a twin that records one ``torch.ops.hyper_parallel.*`` operator; at run time that operator
+calls the same plain function, so checks, errors and results are those of eager mode.
+
+Each operator is declared once, in ``_OPS``: its API function and that function's parameters,
+each with its kind. The operator's schema, its kernel, its fake (shape) function, its ordering
+and the twin Dynamo traces are all made from that one row.
 
 Ordering in the graph:
 
@@ -16,8 +20,15 @@ Ordering in the graph:
   Pass the buffer a signal guards as ``depend_tensor``; that is what orders its reads after the wait.
 * Operands an operator reads (a put's ``src``) are its inputs, so their producers run first.
 
-Registering the replacements imports ``torch._dynamo`` (about a second), so it happens when torch
-itself imports that module (the first ``torch.compile``), not when this library is imported.
+Two things here are not torch's documented public API, for want of one:
+
+* ``torch.library.EffectType``: ``CustomOpDef.register_effect`` (public) takes it, but torch
+  exports the enum only from a private module (``torch._library.effects``); ``torch.library``
+  imports it, and it is read from there. No public call declares an operator's ordered side effect,
+  and without it the compiler drops or reorders operators that return nothing.
+* A ``sys.meta_path`` finder: ``substitute_in_graph`` imports ``torch._dynamo`` (about a second),
+  so the twins are registered when torch itself imports that module (the first ``torch.compile``),
+  not when this library is imported; torch offers no public hook for that moment.
 """
 
 from __future__ import annotations
@@ -25,10 +36,9 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-from typing import List, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
-from torch._higher_order_ops.effects import EffectType, _register_effectful_op
 
 _NS = "hyper_parallel"
 _symm = None  # the public API module, bound by install()
@@ -38,11 +48,184 @@ def _api():
     return _symm
 
 
-# Offsets, sizes, ranks, signal values and op codes may be ints, one-element tensors or (op codes)
-# names: an operator schema has one type per argument, so each travels as an int, an optional
-# tensor and a name ("" for none); the plain function receives whichever was given.
-def _scalars(names, *values):
-    """(ints, tensors, op names, error): error is (message) for a value no schema type holds, raised
+# --------------------------------------------------------------------------- argument kinds
+# How each API parameter travels through an operator's schema:
+#   TENSOR, OPT_TENSOR, TENSORS: as themselves ("Tensor", "Tensor?", "Tensor[]").
+#   SCALAR, OPT_SCALAR: offsets, sizes, ranks, signal values and op codes may be ints, one-element
+#     tensors or (op codes) names, and a schema has one type per argument: all the scalars of a
+#     call travel together as (int[] ints, Tensor?[] tensors, str strs), and the plain function
+#     gets back whichever was given (strs joined by NULs: a schema has no list of strings).
+#   COUNTS: alltoall's receive_list, a list of ints (int[] <name>_counts) or an integer tensor
+#     (Tensor? <name>_tensor).
+#   GROUP: a collective's group travels as its global ranks (int[] group_ranks, [] for the whole
+#     job); the plain function gets them back as a list (the same group: the API names groups by
+#     their ranks).
+#   Any other kind is a schema type the value travels as ("str", "str?", "SymInt?", "bool?"). Ints are
+#   SymInts so that a value that changes from call to call becomes a graph input, not a recompile.
+TENSOR, OPT_TENSOR, TENSORS = "Tensor", "Tensor?", "Tensor[]"
+SCALAR, OPT_SCALAR, COUNTS, GROUP = "scalar", "scalar?", "counts", "group"
+_NONE = "\x01"  # an OPT_SCALAR left None, in strs (names travel there only for *_op scalars)
+
+
+class _P(NamedTuple):
+    name: str
+    kind: str
+    default: object = None
+    keyword_only: bool = False
+
+
+def _kw(name, kind, default=None):
+    return _P(name, kind, default, True)
+
+
+class _Op(NamedTuple):
+    """One operator: `name` in the namespace, the API function `api` it stands for, that function's
+    parameters in order, the ones whose tensors it writes, what the traced twin returns ("op": the
+    operator's result; a tuple of parameter names: those; None: nothing), the operator's fake
+    function for an output (None: it returns nothing), and `prepare` (rewrites the bound arguments
+    before the call, for defaults the API computes)."""
+
+    name: str
+    api: str
+    params: Tuple[_P, ...]
+    mutates: Tuple[str, ...] = ()
+    returns: object = None
+    fake: Optional[Callable] = None
+    prepare: Optional[Callable] = None
+
+
+def _wait_fake(depend_tensor, signal, *rest):
+    return signal.new_empty((), dtype=torch.int64)
+
+
+def _mmrs_fake(x1, x2, symm_tensor, signal, reduce_op, mode, overlap, group_ranks):
+    w = len(group_ranks) or _api().get_world_size()
+    return x1.new_empty((x1.shape[0] // w, x2.shape[1]))
+
+
+def _agmm_prepare(v):
+    if v["c"] is None:  # the API allocates it; in a graph it must be an input the operator writes
+        v["c"] = v["a"].new_empty((v["gather_out"].shape[0], v["b"].shape[1]))
+
+
+_COPY = (
+    _P("target", TENSOR),
+    _P("target_offset", SCALAR),
+    _P("src", TENSOR),
+    _P("src_offset", SCALAR),
+    _P("size", SCALAR),
+)
+_SIGNAL = (_P("signal_offset", SCALAR), _P("signal_value", SCALAR), _P("signal_op", SCALAR))
+_BLOCK_DIM = _kw("block_dim", "SymInt?")
+_MODE = _kw("mode", "str", "push")
+
+_OPS = (
+    _Op("put", "shmem_put", (*_COPY, _P("target_rank", SCALAR), _BLOCK_DIM)),
+    _Op("get", "shmem_get", (*_COPY, _P("target_rank", SCALAR), _BLOCK_DIM), mutates=("target",)),
+    _Op(
+        "put_with_signal",
+        "shmem_put_with_signal",
+        (*_COPY, _P("signal", TENSOR), *_SIGNAL, _P("target_rank", SCALAR), _BLOCK_DIM),
+    ),
+    _Op("signal_op", "shmem_signal_op", (_P("signal", TENSOR), *_SIGNAL, _P("target_rank", SCALAR))),
+    _Op(
+        "wait_for_signal",
+        "shmem_wait_for_signal",
+        (
+            _P("depend_tensor", OPT_TENSOR),
+            _P("signal", TENSOR),
+            _P("signal_offset", SCALAR),
+            _P("compare_value", SCALAR),
+            _P("compare_op", SCALAR),
+        ),
+        mutates=("depend_tensor",),
+        returns="op",
+        fake=_wait_fake,
+    ),
+    _Op("barrier", "barrier", (_P("group", GROUP),)),
+    _Op(
+        "allgather",
+        "shmem_allgather",
+        (_P("output_tensor", TENSOR), _P("input_tensor", TENSOR), _MODE, _BLOCK_DIM, _kw("group", GROUP)),
+        mutates=("output_tensor",),
+        returns=("output_tensor",),
+    ),
+    _Op(
+        "alltoall",
+        "shmem_alltoall",
+        (
+            _P("send_tensor_list", TENSORS),
+            _P("receive_tensor", TENSOR),
+            _P("receive_list", COUNTS),
+            _MODE,
+            _BLOCK_DIM,
+            _kw("group", GROUP),
+        ),
+        mutates=("receive_tensor",),
+        returns=("receive_tensor",),
+    ),
+    _Op(
+        "allreduce",
+        "shmem_allreduce",
+        (_P("tensor", TENSOR), _P("op", "str", "sum"), _kw("algorithm", "str?"), _kw("group", GROUP)),
+        mutates=("tensor",),
+        returns=("tensor",),
+    ),
+    _Op(
+        "reduce_scatter",
+        "shmem_reduce_scatter",
+        (_P("output", TENSOR), _P("input", TENSOR), _P("op", "str", "sum"), _kw("group", GROUP)),
+        mutates=("output",),
+        returns=("output",),
+    ),
+    _Op(
+        "broadcast",
+        "shmem_broadcast",
+        (_P("tensor", TENSOR), _P("root", SCALAR), _kw("group", GROUP)),
+        mutates=("tensor",),
+        returns=("tensor",),
+    ),
+    _Op(
+        "fused_all_gather_matmul",
+        "fused_all_gather_matmul",
+        (
+            _P("a", TENSOR),
+            _P("b", TENSOR),
+            _P("c", TENSOR),
+            _P("gather_out", TENSOR),
+            _P("signal", TENSOR),
+            _P("block_size", OPT_SCALAR),
+            _MODE,
+            _kw("overlap", "bool?"),
+            _kw("group", GROUP),
+        ),
+        mutates=("gather_out", "c"),
+        returns=("gather_out", "c"),
+        prepare=_agmm_prepare,
+    ),
+    _Op(
+        "fused_matmul_reduce_scatter",
+        "fused_matmul_reduce_scatter",
+        (
+            _P("x1", TENSOR),
+            _P("x2", TENSOR),
+            _P("symm_tensor", TENSOR),
+            _P("signal", TENSOR),
+            _P("reduce_op", "str", "sum"),
+            _MODE,
+            _kw("overlap", "bool?"),
+            _kw("group", GROUP),
+        ),
+        mutates=("symm_tensor",),
+        returns="op",
+        fake=_mmrs_fake,
+    ),
+)
+
+
+# --------------------------------------------------------------------------- conversions
+def _scalars(names, values):
+    """(ints, tensors, strs, error): error is the message for a value no schema type holds, raised
     as eager mode raises it when the operator runs."""
     ints, tensors, strs = [], [], []
     for name, v in zip(names, values):
@@ -52,17 +235,20 @@ def _scalars(names, *values):
             ints.append(0), tensors.append(None), strs.append(v)
         elif isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
             ints.append(v), tensors.append(None), strs.append("")
+        elif v is None and name in _OPTIONAL_SCALARS:
+            ints.append(0), tensors.append(None), strs.append(_NONE)
         else:
-            return None, None, None, (f"{name} must be an int or a one-element integer tensor, got {type(v).__name__}")
+            return None, None, None, f"{name} must be an int or a one-element integer tensor, got {type(v).__name__}"
     return ints, tensors, "\0".join(strs), None
 
 
 def _unpack(ints: Sequence[int], tensors: Sequence[Optional[torch.Tensor]], strs: str):
-    return [s or (t if t is not None else i) for i, t, s in zip(ints, tensors, strs.split("\0"))]
+    out = []
+    for i, t, s in zip(ints, tensors, strs.split("\0")):
+        out.append(None if s == _NONE else s or (t if t is not None else i))
+    return out
 
 
-# A collective's group travels as its global ranks ([] for the whole job); the plain function
-# gets them back as a list (the same group: the API names groups by their ranks).
 def _group_ranks(group) -> List[int]:
     """Evaluated once while tracing (the group is a constant of the graph)."""
     pes = _api()._group_pes(group, "group")
@@ -75,331 +261,155 @@ def _group_of(group_ranks: Sequence[int]):
     return list(group_ranks) if group_ranks else None
 
 
-# --------------------------------------------------------------------------- operators
-# The scalars of each operator, in order, travel as (ints, tensors, strs); see _scalars.
-# (A schema has no list of strings: the names travel joined by NULs.)
-Ints, Tensors, Strs = List[int], List[Optional[torch.Tensor]], str
+_OPTIONAL_SCALARS = {p.name for op in _OPS for p in op.params if p.kind == OPT_SCALAR}
 
 
-@torch.library.custom_op(f"{_NS}::put", mutates_args=())
-def _put(
-    target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, block_dim: Optional[int]
-) -> None:
-    t_off, s_off, size, rank = _unpack(ints, tensors, strs)
-    _api().shmem_put(target, t_off, src, s_off, size, rank, block_dim=block_dim)
+# --------------------------------------------------------------------------- one row -> one operator
+def _schema(op: _Op) -> str:
+    """The operator's schema: tensors in the API's order, then the scalars, the others, the group."""
+    args, aliases = [], 0
+    for p in op.params:
+        if p.kind in (TENSOR, OPT_TENSOR, TENSORS):
+            if p.name in op.mutates:
+                args.append(f"Tensor(a{aliases}!){'?' if p.kind == OPT_TENSOR else ''} {p.name}")
+                aliases += 1
+            else:
+                args.append(f"{p.kind} {p.name}")
+    if any(p.kind in (SCALAR, OPT_SCALAR) for p in op.params):
+        args += ["SymInt[] ints", "Tensor?[] tensors", "str strs"]
+    for p in op.params:
+        if p.kind == COUNTS:
+            args += [f"SymInt[] {p.name}_counts", f"Tensor? {p.name}_tensor"]
+        elif p.kind not in (TENSOR, OPT_TENSOR, TENSORS, SCALAR, OPT_SCALAR, GROUP):
+            # torch's dispatch to a mode passes `mode` by keyword itself: an argument of that name collides
+            args.append(f"{p.kind} {'copy_mode' if p.name == 'mode' else p.name}")
+    if any(p.kind == GROUP for p in op.params):
+        args.append("SymInt[] group_ranks")
+    return f"({', '.join(args)}) -> {'Tensor' if op.fake is not None else '()'}"
 
 
-@torch.library.custom_op(f"{_NS}::get", mutates_args=("target",))
-def _get(
-    target: torch.Tensor, src: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, block_dim: Optional[int]
-) -> None:
-    t_off, s_off, size, rank = _unpack(ints, tensors, strs)
-    _api().shmem_get(target, t_off, src, s_off, size, rank, block_dim=block_dim)
+def _kernel(op: _Op):
+    """The operator's kernel: rebuilds the API call from the schema's arguments and makes it."""
+    tensors = [p for p in op.params if p.kind in (TENSOR, OPT_TENSOR, TENSORS)]
+    scalars = [p for p in op.params if p.kind in (SCALAR, OPT_SCALAR)]
+    counts = [p for p in op.params if p.kind == COUNTS]
+    others = [p for p in op.params if p.kind not in (TENSOR, OPT_TENSOR, TENSORS, SCALAR, OPT_SCALAR, COUNTS, GROUP)]
+    has_group = any(p.kind == GROUP for p in op.params)
+
+    tensor_names = [p.name for p in tensors]
+    scalar_names = [p.name for p in scalars]
+    positional_names = [p.name for p in op.params if not p.keyword_only]
+    keyword_names = [p.name for p in op.params if p.keyword_only]
+
+    def kernel(*args):
+        v = dict(zip(tensor_names, args))
+        i = len(tensor_names)
+        if scalars:
+            v.update(zip(scalar_names, _unpack(*args[i : i + 3])))
+            i += 3
+        for p in counts:
+            v[p.name] = args[i + 1] if args[i + 1] is not None else args[i]
+            i += 2
+        for p in others:
+            v[p.name] = args[i]
+            i += 1
+        if has_group:
+            v["group"] = _group_of(args[i])
+        result = getattr(_api(), op.api)(*[v[n] for n in positional_names], **{n: v[n] for n in keyword_names})
+        if op.fake is None:
+            return None
+        return result if isinstance(result, torch.Tensor) else torch.tensor(result, dtype=torch.int64)
+
+    kernel.__name__ = f"_{op.name}"
+    return kernel
 
 
-@torch.library.custom_op(f"{_NS}::put_with_signal", mutates_args=())
-def _put_with_signal(
-    target: torch.Tensor,
-    src: torch.Tensor,
-    signal: torch.Tensor,
-    ints: Ints,
-    tensors: Tensors,
-    strs: Strs,
-    block_dim: Optional[int],
-) -> None:
-    t_off, s_off, size, sig_off, value, op, rank = _unpack(ints, tensors, strs)
-    _api().shmem_put_with_signal(target, t_off, src, s_off, size, signal, sig_off, value, op, rank, block_dim=block_dim)
+def _define(op: _Op):
+    d = torch.library.custom_op(f"{_NS}::{op.name}", _kernel(op), mutates_args=op.mutates, schema=_schema(op))
+    # Tracing runs the fake function on fake tensors: it describes the output and checks nothing
+    # (the values are unknown); the kernel checks everything when it runs.
+    d.register_fake(op.fake or (lambda *args: None))
+    d.register_effect(torch.library.EffectType.ORDERED)
+    return d
 
 
-@torch.library.custom_op(f"{_NS}::signal_op", mutates_args=())
-def _signal_op(signal: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs) -> None:
-    _api().shmem_signal_op(signal, *_unpack(ints, tensors, strs))
-
-
-@torch.library.custom_op(f"{_NS}::wait_for_signal", mutates_args=("depend_tensor",))
-def _wait(
-    depend_tensor: Optional[torch.Tensor], signal: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs
-) -> torch.Tensor:
-    seen = _api().shmem_wait_for_signal(depend_tensor, signal, *_unpack(ints, tensors, strs))
-    return torch.tensor(seen, dtype=torch.int64)
-
-
-@torch.library.custom_op(f"{_NS}::barrier", mutates_args=())
-def _barrier(group_ranks: Ints) -> None:
-    _api().barrier(_group_of(group_ranks))
-
-
-@torch.library.custom_op(f"{_NS}::allgather", mutates_args=("output_tensor",))
-def _allgather(
-    output_tensor: torch.Tensor, input_tensor: torch.Tensor, copy_mode: str, block_dim: Optional[int], group_ranks: Ints
-) -> None:
-    _api().shmem_allgather(
-        output_tensor, input_tensor, mode=copy_mode, block_dim=block_dim, group=_group_of(group_ranks)
-    )
-
-
-@torch.library.custom_op(f"{_NS}::alltoall", mutates_args=("receive_tensor",))
-def _alltoall(
-    send_tensor_list: List[torch.Tensor],
-    receive_tensor: torch.Tensor,
-    receive_counts: Ints,
-    receive_list_tensor: Optional[torch.Tensor],
-    copy_mode: str,
-    block_dim: Optional[int],
-    group_ranks: Ints,
-) -> None:
-    counts = receive_list_tensor if receive_list_tensor is not None else receive_counts
-    _api().shmem_alltoall(
-        send_tensor_list, receive_tensor, counts, mode=copy_mode, block_dim=block_dim, group=_group_of(group_ranks)
-    )
-
-
-@torch.library.custom_op(f"{_NS}::allreduce", mutates_args=("tensor",))
-def _allreduce(tensor: torch.Tensor, op: str, algorithm: Optional[str], group_ranks: Ints) -> None:
-    _api().shmem_allreduce(tensor, op, algorithm=algorithm, group=_group_of(group_ranks))
-
-
-@torch.library.custom_op(f"{_NS}::reduce_scatter", mutates_args=("output",))
-def _reduce_scatter(
-    output: torch.Tensor,
-    input: torch.Tensor,
-    op: str,  # noqa: A002 (the API's name)
-    group_ranks: Ints,
-) -> None:
-    _api().shmem_reduce_scatter(output, input, op, group=_group_of(group_ranks))
-
-
-@torch.library.custom_op(f"{_NS}::broadcast", mutates_args=("tensor",))
-def _broadcast(tensor: torch.Tensor, ints: Ints, tensors: Tensors, strs: Strs, group_ranks: Ints) -> None:
-    (root,) = _unpack(ints, tensors, strs)
-    _api().shmem_broadcast(tensor, root, group=_group_of(group_ranks))
-
-
-@torch.library.custom_op(f"{_NS}::fused_all_gather_matmul", mutates_args=("gather_out", "c"))
-def _fused_agmm(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    c: torch.Tensor,
-    gather_out: torch.Tensor,
-    signal: torch.Tensor,
-    ints: Ints,
-    tensors: Tensors,
-    strs: Strs,
-    copy_mode: str,
-    overlap: Optional[bool],
-    group_ranks: Ints,
-) -> None:
-    block = _unpack(ints, tensors, strs)[0] if ints else None
-    _api().fused_all_gather_matmul(
-        a, b, c, gather_out, signal, block, mode=copy_mode, overlap=overlap, group=_group_of(group_ranks)
-    )
-
-
-@torch.library.custom_op(f"{_NS}::fused_matmul_reduce_scatter", mutates_args=("symm_tensor",))
-def _fused_mmrs(
-    x1: torch.Tensor,
-    x2: torch.Tensor,
-    symm_tensor: torch.Tensor,
-    signal: torch.Tensor,
-    reduce_op: str,
-    copy_mode: str,
-    overlap: Optional[bool],
-    group_ranks: Ints,
-) -> torch.Tensor:
-    return _api().fused_matmul_reduce_scatter(
-        x1, x2, symm_tensor, signal, reduce_op, mode=copy_mode, overlap=overlap, group=_group_of(group_ranks)
-    )
-
-
-@torch.library.custom_op(f"{_NS}::argument_error", mutates_args=())
-def _argument_error(message: str) -> None:
-    """Where a call's argument fits no schema type: raises eager mode's error when the call runs."""
+def _raise_argument_error(message: str) -> None:
     raise _api().ShmemTypeError(message)
 
 
-# --------------------------------------------------------------------------- shapes for tracing
-# Tracing runs these on fake tensors: they describe the outputs and check nothing (the values
-# are unknown); the operators check everything when they run.
-for _op in (
-    _put,
-    _get,
-    _put_with_signal,
-    _signal_op,
-    _barrier,
-    _allgather,
-    _alltoall,
-    _allreduce,
-    _reduce_scatter,
-    _broadcast,
-    _fused_agmm,
-    _argument_error,
-):
-    _op.register_fake(lambda *args, **kwargs: None)
+# Where a call's argument fits no schema type: raises eager mode's error when the call runs.
+_argument_error = torch.library.custom_op(
+    f"{_NS}::argument_error", _raise_argument_error, mutates_args=(), schema="(str message) -> ()"
+)
+_argument_error.register_fake(lambda message: None)
+_argument_error.register_effect(torch.library.EffectType.ORDERED)
 
-
-@_wait.register_fake
-def _(depend_tensor, signal, ints, tensors, strs):
-    return signal.new_empty((), dtype=torch.int64)
-
-
-@_fused_mmrs.register_fake
-def _(x1, x2, symm_tensor, signal, reduce_op, copy_mode, overlap, group_ranks):
-    w = len(group_ranks) or _api().get_world_size()
-    return x1.new_empty((x1.shape[0] // w, x2.shape[1]))
-
-
-for _op in (
-    _put,
-    _get,
-    _put_with_signal,
-    _signal_op,
-    _wait,
-    _barrier,
-    _allgather,
-    _alltoall,
-    _allreduce,
-    _reduce_scatter,
-    _broadcast,
-    _fused_agmm,
-    _fused_mmrs,
-    _argument_error,
-):
-    _register_effectful_op(_op._opoverload, EffectType.ORDERED)
+_DEFS = {op.name: _define(op) for op in _OPS}
 
 
 # --------------------------------------------------------------------------- what Dynamo traces
-_PUT = ("target_offset", "src_offset", "size", "target_rank")
-_PUT_SIGNAL = ("target_offset", "src_offset", "size", "signal_offset", "signal_value", "signal_op", "target_rank")
-_SIGNAL = ("signal_offset", "signal_value", "signal_op", "target_rank")
-_WAIT = ("signal_offset", "compare_value", "compare_op")
+def _twin(op: _Op, group_ranks):
+    """What Dynamo traces in place of the API function: converts the arguments to the operator's
+    schema and records the operator."""
+    positional = [p for p in op.params if not p.keyword_only]
+
+    def twin(*args, **kwargs):
+        v = {p.name: p.default for p in op.params}
+        for p, a in zip(positional, args):
+            v[p.name] = a
+        v.update(kwargs)
+        if op.prepare is not None:
+            op.prepare(v)
+        call, scalars = [], []
+        for p in op.params:
+            if p.kind in (TENSOR, OPT_TENSOR):
+                call.append(v[p.name])
+            elif p.kind == TENSORS:
+                call.append(list(v[p.name]))
+            elif p.kind in (SCALAR, OPT_SCALAR):
+                scalars.append(p.name)
+        if scalars:
+            ints, tensors, strs, error = _scalars(scalars, [v[n] for n in scalars])
+            if error:
+                return torch.ops.hyper_parallel.argument_error(error)
+            call += [ints, tensors, strs]
+        for p in op.params:
+            if p.kind == COUNTS:
+                listed = v[p.name]
+                if isinstance(listed, torch.Tensor):
+                    call += [[], listed]
+                elif not isinstance(listed, (list, tuple)):
+                    return torch.ops.hyper_parallel.argument_error(
+                        f"{p.name} must be a list of ints or an integer tensor, got {type(listed).__name__}"
+                    )
+                else:
+                    names = [f"{p.name}[{q}]" for q in range(len(listed))]
+                    counts, _, _, error = _scalars(names, listed)
+                    if error:
+                        return torch.ops.hyper_parallel.argument_error(error)
+                    call += [counts, None]
+            elif p.kind not in (TENSOR, OPT_TENSOR, TENSORS, SCALAR, OPT_SCALAR, GROUP):
+                call.append(v[p.name])
+        if "group" in v:
+            call.append(group_ranks(v["group"]))
+        result = getattr(torch.ops.hyper_parallel, op.name)(*call)
+        if op.returns == "op":
+            return result
+        if op.returns is None:
+            return None
+        out = tuple(v[n] for n in op.returns)
+        return out[0] if len(out) == 1 else out
+
+    twin.__name__ = op.api
+    return twin
 
 
 def _register_substitutes():
     """Tells TorchDynamo to trace each API function as a call of its operator."""
     symm = _api()
-    substitute = torch.compiler.substitute_in_graph
-    group_ranks = torch._dynamo.assume_constant_result(_group_ranks)
-
-    @substitute(symm.shmem_put)
-    def shmem_put(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
-        ints, tensors, strs, error = _scalars(_PUT, target_offset, src_offset, size, target_rank)
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.put(target, src, ints, tensors, strs, block_dim)
-
-    @substitute(symm.shmem_get)
-    def shmem_get(target, target_offset, src, src_offset, size, target_rank, *, block_dim=None):
-        ints, tensors, strs, error = _scalars(_PUT, target_offset, src_offset, size, target_rank)
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.get(target, src, ints, tensors, strs, block_dim)
-
-    @substitute(symm.shmem_put_with_signal)
-    def shmem_put_with_signal(
-        target,
-        target_offset,
-        src,
-        src_offset,
-        size,
-        signal,
-        signal_offset,
-        signal_value,
-        signal_op,
-        target_rank,
-        *,
-        block_dim=None,
-    ):
-        ints, tensors, strs, error = _scalars(
-            _PUT_SIGNAL, target_offset, src_offset, size, signal_offset, signal_value, signal_op, target_rank
-        )
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.put_with_signal(target, src, signal, ints, tensors, strs, block_dim)
-
-    @substitute(symm.shmem_signal_op)
-    def shmem_signal_op(signal, signal_offset, signal_value, signal_op, target_rank):
-        ints, tensors, strs, error = _scalars(_SIGNAL, signal_offset, signal_value, signal_op, target_rank)
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.signal_op(signal, ints, tensors, strs)
-
-    @substitute(symm.shmem_wait_for_signal)
-    def shmem_wait_for_signal(depend_tensor, signal, signal_offset, compare_value, compare_op):
-        ints, tensors, strs, error = _scalars(_WAIT, signal_offset, compare_value, compare_op)
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        return torch.ops.hyper_parallel.wait_for_signal(depend_tensor, signal, ints, tensors, strs)
-
-    @substitute(symm.barrier)
-    def barrier(group=None):
-        torch.ops.hyper_parallel.barrier(group_ranks(group))
-
-    @substitute(symm.shmem_allgather)
-    def shmem_allgather(output_tensor, input_tensor, *, mode="push", block_dim=None, group=None):
-        torch.ops.hyper_parallel.allgather(output_tensor, input_tensor, mode, block_dim, group_ranks(group))
-        return output_tensor
-
-    @substitute(symm.shmem_alltoall)
-    def shmem_alltoall(send_tensor_list, receive_tensor, receive_list, *, mode="push", block_dim=None, group=None):
-        ranks = group_ranks(group)
-        if isinstance(receive_list, torch.Tensor):
-            torch.ops.hyper_parallel.alltoall(
-                list(send_tensor_list), receive_tensor, [], receive_list, mode, block_dim, ranks
-            )
-        elif not isinstance(receive_list, (list, tuple)):
-            return torch.ops.hyper_parallel.argument_error(
-                f"receive_list must be a list of ints or an integer tensor, got {type(receive_list).__name__}"
-            )
-        else:
-            names = tuple(f"receive_list[{q}]" for q in range(len(receive_list)))
-            counts, _, _, error = _scalars(names, *receive_list)
-            if error:
-                return torch.ops.hyper_parallel.argument_error(error)
-            torch.ops.hyper_parallel.alltoall(
-                list(send_tensor_list), receive_tensor, counts, None, mode, block_dim, ranks
-            )
-        return receive_tensor
-
-    @substitute(symm.shmem_allreduce)
-    def shmem_allreduce(tensor, op="sum", *, algorithm=None, group=None):
-        torch.ops.hyper_parallel.allreduce(tensor, op, algorithm, group_ranks(group))
-        return tensor
-
-    @substitute(symm.shmem_reduce_scatter)
-    def shmem_reduce_scatter(output, input, op="sum", *, group=None):  # noqa: A002
-        torch.ops.hyper_parallel.reduce_scatter(output, input, op, group_ranks(group))
-        return output
-
-    @substitute(symm.shmem_broadcast)
-    def shmem_broadcast(tensor, root, *, group=None):
-        ints, tensors, strs, error = _scalars(("root",), root)
-        if error:
-            return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.broadcast(tensor, ints, tensors, strs, group_ranks(group))
-        return tensor
-
-    @substitute(symm.fused_all_gather_matmul)
-    def fused_all_gather_matmul(a, b, c, gather_out, signal, block_size=None, *, mode="push", overlap=None, group=None):
-        if c is None:
-            c = a.new_empty((gather_out.shape[0], b.shape[1]))
-        if block_size is None:
-            ints, tensors, strs = [], [], ""
-        else:
-            ints, tensors, strs, error = _scalars(("block_size",), block_size)
-            if error:
-                return torch.ops.hyper_parallel.argument_error(error)
-        torch.ops.hyper_parallel.fused_all_gather_matmul(
-            a, b, c, gather_out, signal, ints, tensors, strs, mode, overlap, group_ranks(group)
-        )
-        return gather_out, c
-
-    @substitute(symm.fused_matmul_reduce_scatter)
-    def fused_matmul_reduce_scatter(
-        x1, x2, symm_tensor, signal, reduce_op="sum", *, mode="push", overlap=None, group=None
-    ):
-        return torch.ops.hyper_parallel.fused_matmul_reduce_scatter(
-            x1, x2, symm_tensor, signal, reduce_op, mode, overlap, group_ranks(group)
-        )
+    group_ranks = torch.compiler.assume_constant_result(_group_ranks)
+    for op in _OPS:
+        torch.compiler.substitute_in_graph(getattr(symm, op.api))(_twin(op, group_ranks))
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -1,0 +1,45 @@
+// The one request builder of each call that every front end uses (the Python
+// API's fast path and its checked path through the binding, MindSpore's graph
+// kernels): each front end only reads its own arguments (Python objects,
+// kernel parameters) into the plain values below, and the builder applies
+// every rule and returns the request or the one message of the first rule
+// broken (checks.h).
+//
+// Units: addresses in bytes; numels, offsets and sizes in ELEMENTS.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hpshmem/status.h"
+
+namespace hpshmem::ops {
+
+// A tensor as its front end read it. `dtype` is the front end's identity of
+// its dtype (equal for equal dtypes); `dtype_name` is printed in messages (may
+// be null where the front end never shows the message: the fast path).
+// itemsize 0: a dtype the front end does not know.
+struct TensorArg {
+  uintptr_t addr = 0;
+  int64_t numel = 0;
+  int itemsize = 0;
+  intptr_t dtype = 0;
+  const char* dtype_name = nullptr;
+};
+
+// A put or get: dst/src addresses, bytes, the peer, threads (0: the default).
+struct CopyRequest {
+  uintptr_t dst = 0, src = 0;
+  size_t bytes = 0;
+  int pe = 0;
+  int block_dim = 0;
+};
+
+// Checks a put/get's dtypes, offsets and size (checks.h's CheckCopyRange),
+// `rank` against this job's ranks and `block_dim` (null: the default), in that
+// order; which side must be symmetric is the front end's to check. Returns
+// OK and fills *out, or a TypeError (dtypes) / InvalidArgument naming the argument.
+Status BuildCopyRequest(const TensorArg& target, int64_t target_offset, const TensorArg& src, int64_t src_offset,
+                        int64_t size, int64_t rank, const int64_t* block_dim, CopyRequest* out);
+
+}  // namespace hpshmem::ops
