@@ -52,7 +52,7 @@ void GetBytes(shmem_ctx_t ctx, void* dest, const void* src, size_t bytes, int pe
   const void* s = Sym(src);
   if (bytes <= kDirectCopyMax && (dest || !bytes)) {
     if (const uint8_t* p = Direct(s, bytes, g)) {
-      CopyBytes(dest, p, bytes);
+      CopyDirect(dest, p, bytes);
       return;
     }
   }
