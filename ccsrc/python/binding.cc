@@ -208,6 +208,11 @@ NB_MODULE(_hpshmem, m) {
       },
       "(address, bytes) of the symmetric block reserved for the library's collectives.");
   m.def("is_symmetric", [](uintptr_t addr, size_t bytes) { return hpshmem::IsSymmetric(P(addr), bytes); });
+  m.def(
+      "in_live_allocation", [](uintptr_t addr, size_t bytes) { return hpshmem::InLiveAllocation(P(addr), bytes); },
+      nb::arg("addr"), nb::arg("bytes"),
+      "Whether [addr, addr + bytes) lies within one live allocation of this rank's heap: what makes a tensor "
+      "symmetric (the fast path asks the same).");
 
   m.def(
       "put",
@@ -277,24 +282,35 @@ NB_MODULE(_hpshmem, m) {
   m.def(
       "check_block_dim", [](int64_t v) { Check(hpshmem::ops::CheckBlockDim(v)); }, nb::arg("block_dim"),
       "1 <= block_dim <= 64.");
+  // A signal tensor as Python read it: int_width 4/8 for int32/int64, else 0 (dtype printed in the TypeError).
+  auto signal_arg = [](uintptr_t addr, int64_t numel, int int_width, const std::string& dtype) {
+    return hpshmem::ops::TensorArg{addr, numel, int_width ? int_width : 1, 0, dtype.c_str(), int_width};
+  };
   m.def(
-      "check_signal_offset",
-      [](int64_t offset, int64_t numel, const std::string& name) {
-        Check(hpshmem::ops::CheckSignalOffset(offset, numel, name.c_str()));
+      "signal_request",
+      [signal_arg](uintptr_t addr, int64_t numel, int int_width, const std::string& dtype, int64_t offset,
+                   int64_t value, int64_t op, int64_t rank) {
+        hpshmem::ops::SignalRequest q;
+        Check(hpshmem::ops::BuildSignalRequest(signal_arg(addr, numel, int_width, dtype), offset, value, op, rank, &q));
+        return nb::make_tuple(q.word.addr, static_cast<int>(q.word.type), q.value, static_cast<int>(q.op), q.pe);
       },
-      nb::arg("offset"), nb::arg("numel"), nb::arg("name"), "0 <= offset < numel of signal tensor `name`.");
+      nb::arg("addr"), nb::arg("numel"), nb::arg("int_width"), nb::arg("dtype"), nb::arg("signal_offset"),
+      nb::arg("signal_value"), nb::arg("signal_op"), nb::arg("target_rank"),
+      "A signal's request (ops/checks/request.h): (word address, width in bytes, value, op, pe), or "
+      "ShmemTypeError/ShmemValueError naming the argument. Offset in elements.");
   m.def(
-      "check_signal_value",
-      [](int64_t value, int width, const std::string& name) {
-        Check(hpshmem::ops::CheckSignalValue(value, width, name.c_str()));
+      "wait_request",
+      [signal_arg](uintptr_t addr, int64_t numel, int int_width, const std::string& dtype, int64_t offset,
+                   int64_t value, int64_t cmp) {
+        hpshmem::ops::WaitRequest q;
+        Check(hpshmem::ops::BuildWaitRequest(signal_arg(addr, numel, int_width, dtype), offset, value, cmp, &q));
+        return nb::make_tuple(q.word.addr, static_cast<int>(q.word.type), q.value, static_cast<int>(q.cmp),
+                              q.word.offset);
       },
-      nb::arg("value"), nb::arg("width"), nb::arg("name"), "value fits a signal word of `width` bytes.");
-  m.def(
-      "check_signal_op", [](int64_t op) { Check(hpshmem::ops::CheckSignalOpCode(op)); }, nb::arg("op"),
-      "SET (0) or ADD (1).");
-  m.def(
-      "check_compare_op", [](int64_t op) { Check(hpshmem::ops::CheckCompareOpCode(op)); }, nb::arg("op"),
-      "0=eq 1=gt 2=lt 3=ne 4=ge 5=le.");
+      nb::arg("addr"), nb::arg("numel"), nb::arg("int_width"), nb::arg("dtype"), nb::arg("signal_offset"),
+      nb::arg("compare_value"), nb::arg("compare_op"),
+      "A wait's request (ops/checks/request.h): (word address, width in bytes, value, compare op, offset), or "
+      "ShmemTypeError/ShmemValueError naming the argument. Offset in elements.");
   m.def("signal", [](uintptr_t sig, int width, int64_t value, int op, int pe) {
     auto t = Width(width);
     // Not a wait and not a copy: a few atomics, cheaper with the GIL held.

@@ -121,8 +121,7 @@ bool Describe(PyObject* t, Tensor* out) {
 
 bool Symmetric(const Tensor& t) {
   return hpshmem::InLiveAllocation(reinterpret_cast<void*>(t.addr),
-                                   static_cast<size_t>(t.numel) * static_cast<size_t>(t.itemsize)) ==
-         hpshmem::Liveness::kYes;
+                                   static_cast<size_t>(t.numel) * static_cast<size_t>(t.itemsize));
 }
 
 // A Python int or int subclass such as SignalOp (not bool, not an int-like
@@ -136,14 +135,9 @@ bool Int(PyObject* o, int64_t* v) {
   return true;
 }
 
-// The value rules are ops/checks: on a violation the fast path declines and the
-// Python path, calling the same checks, raises their message.
-bool Rank(PyObject* o, int* pe) {
-  int64_t v;
-  if (!Int(o, &v) || !hpshmem::ops::CheckRank(v, hpshmem::NPes(), "target_rank").ok()) return false;
-  *pe = static_cast<int>(v);
-  return true;
-}
+// The value rules are ops/checks and the request builders (request.h): on a
+// violation the fast path declines and the Python path, calling the same
+// builder, raises its message.
 
 bool BlockDim(PyObject* o, int* bd) {
   if (o == Py_None) {
@@ -156,47 +150,35 @@ bool BlockDim(PyObject* o, int* bd) {
   return true;
 }
 
-bool SignalWord(PyObject* sig, PyObject* offset, uintptr_t* addr, hpshmem::SignalType* type, int64_t* off) {
-  Tensor s;
-  if (!Describe(sig, &s) || (s.dtype != g_fw.int32 && s.dtype != g_fw.int64) || !Symmetric(s)) return false;
-  if (!Int(offset, off) || !hpshmem::ops::CheckSignalOffset(*off, s.numel, "signal").ok()) return false;
-  *type = s.dtype == g_fw.int32 ? hpshmem::SignalType::kInt32 : hpshmem::SignalType::kInt64;
-  *addr = s.addr + static_cast<uintptr_t>(*off) * static_cast<uintptr_t>(s.itemsize);
+// A symmetric tensor, with the width the signal builder asks for.
+bool SignalTensor(PyObject* sig, Tensor* s) {
+  if (!Describe(sig, s) || !Symmetric(*s)) return false;
+  s->int_width = s->dtype == g_fw.int32 ? 4 : s->dtype == g_fw.int64 ? 8 : 0;
   return true;
 }
 
-bool SignalValue(PyObject* o, hpshmem::SignalType type, int64_t* v) {
-  return Int(o, v) && hpshmem::ops::CheckSignalValue(*v, static_cast<int>(type), "signal_value").ok();
-}
-
-// 0/1 or the names the Python path accepts most often; anything else is its to judge.
-bool SignalOpArg(PyObject* o, hpshmem::SignalOp* op) {
-  int64_t v = -1;
-  if (PyUnicode_Check(o)) {
-    if (!PyUnicode_CompareWithASCIIString(o, "set") || !PyUnicode_CompareWithASCIIString(o, "SET"))
-      v = 0;
-    else if (!PyUnicode_CompareWithASCIIString(o, "add") || !PyUnicode_CompareWithASCIIString(o, "ADD"))
-      v = 1;
-  } else if (!Int(o, &v)) {
+// 0/1 or the names the Python path accepts most often (the code is the
+// builder's to check); anything else is the Python path's to judge.
+bool SignalOpCode(PyObject* o, int64_t* op) {
+  if (!PyUnicode_Check(o)) return Int(o, op);
+  if (!PyUnicode_CompareWithASCIIString(o, "set") || !PyUnicode_CompareWithASCIIString(o, "SET"))
+    *op = 0;
+  else if (!PyUnicode_CompareWithASCIIString(o, "add") || !PyUnicode_CompareWithASCIIString(o, "ADD"))
+    *op = 1;
+  else
     return false;
-  }
-  if (!hpshmem::ops::CheckSignalOpCode(v).ok()) return false;
-  *op = static_cast<hpshmem::SignalOp>(v);
   return true;
 }
 
-bool CompareOpArg(PyObject* o, hpshmem::Cmp* cmp) {
+bool CompareOpCode(PyObject* o, int64_t* cmp) {
   static const char* kNames[] = {"eq", "gt", "lt", "ne", "ge", "le"};
-  int64_t v = -1;
-  if (PyUnicode_Check(o)) {
-    for (int i = 0; i < 6; ++i)
-      if (!PyUnicode_CompareWithASCIIString(o, kNames[i])) v = i;
-  } else if (!Int(o, &v)) {
-    return false;
-  }
-  if (!hpshmem::ops::CheckCompareOpCode(v).ok()) return false;
-  *cmp = static_cast<hpshmem::Cmp>(v);
-  return true;
+  if (!PyUnicode_Check(o)) return Int(o, cmp);
+  for (int i = 0; i < 6; ++i)
+    if (!PyUnicode_CompareWithASCIIString(o, kNames[i])) {
+      *cmp = i;
+      return true;
+    }
+  return false;
 }
 
 // Small copies to a rank that shares memory are a memcpy: cheaper with the GIL
@@ -344,19 +326,18 @@ void RegisterFastPath(nb::module_& m) {
       [](nb::handle target, nb::handle toff, nb::handle src, nb::handle soff, nb::handle size, nb::handle sig,
          nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank, nb::handle block_dim) {
         CopyArgs a;
-        uintptr_t sig_addr;
-        hpshmem::SignalType type;
-        int64_t off, v;
-        hpshmem::SignalOp sop;
+        Tensor s;
+        int64_t off, v, code;
+        hpshmem::ops::SignalRequest q;
         if (!CopyCheck(true, target.ptr(), toff.ptr(), src.ptr(), soff.ptr(), size.ptr(), rank.ptr(), block_dim.ptr(),
                        &a) ||
-            !SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-            !SignalOpArg(op.ptr(), &sop))
+            !SignalTensor(sig.ptr(), &s) || !Int(sig_off.ptr(), &off) || !Int(value.ptr(), &v) ||
+            !SignalOpCode(op.ptr(), &code) || !hpshmem::ops::BuildSignalRequest(s, off, v, code, a.pe, &q).ok())
           return false;
         Run(a.bytes <= kGilHeldBytes && hpshmem::DirectlyReachable(a.pe), [&] {
           return hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(a.dst), reinterpret_cast<const void*>(a.src),
-                                            a.bytes, reinterpret_cast<void*>(sig_addr), type, v, sop, a.pe,
-                                            a.block_dim);
+                                            a.bytes, reinterpret_cast<void*>(q.word.addr), q.word.type, q.value, q.op,
+                                            a.pe, a.block_dim);
         });
         return true;
       },
@@ -368,16 +349,16 @@ void RegisterFastPath(nb::module_& m) {
   m.def(
       "fast_signal",
       [](nb::handle sig, nb::handle sig_off, nb::handle value, nb::handle op, nb::handle rank) {
-        uintptr_t sig_addr;
-        hpshmem::SignalType type;
-        int64_t off, v;
-        hpshmem::SignalOp sop;
-        int pe;
-        if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-            !SignalOpArg(op.ptr(), &sop) || !Rank(rank.ptr(), &pe))
+        Tensor s;
+        int64_t off, v, code, r;
+        hpshmem::ops::SignalRequest q;
+        if (!SignalTensor(sig.ptr(), &s) || !Int(sig_off.ptr(), &off) || !Int(value.ptr(), &v) ||
+            !SignalOpCode(op.ptr(), &code) || !Int(rank.ptr(), &r) ||
+            !hpshmem::ops::BuildSignalRequest(s, off, v, code, r, &q).ok())
           return false;
-        Run(hpshmem::DirectlyReachable(pe),
-            [&] { return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(sig_addr), type, v, sop, pe); });
+        Run(hpshmem::DirectlyReachable(q.pe), [&] {
+          return hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(q.word.addr), q.word.type, q.value, q.op, q.pe);
+        });
         return true;
       },
       nb::arg("signal").none(), nb::arg("signal_offset").none(), nb::arg("signal_value").none(),
@@ -478,22 +459,21 @@ void RegisterFastPath(nb::module_& m) {
         if (!g_fw.tensor_type ||
             (!depend.is_none() && !PyObject_TypeCheck(depend.ptr(), reinterpret_cast<PyTypeObject*>(g_fw.tensor_type))))
           return nb::none();
-        uintptr_t sig_addr;
-        hpshmem::SignalType type;
-        int64_t off, v, seen = 0;
-        hpshmem::Cmp c;
-        if (!SignalWord(sig.ptr(), sig_off.ptr(), &sig_addr, &type, &off) || !SignalValue(value.ptr(), type, &v) ||
-            !CompareOpArg(cmp.ptr(), &c))
+        Tensor s;
+        int64_t off, v, code, seen = 0;
+        hpshmem::ops::WaitRequest q;
+        if (!SignalTensor(sig.ptr(), &s) || !Int(sig_off.ptr(), &off) || !Int(value.ptr(), &v) ||
+            !CompareOpCode(cmp.ptr(), &code) || !hpshmem::ops::BuildWaitRequest(s, off, v, code, &q).ok())
           return nb::none();
-        char label[32];
-        std::snprintf(label, sizeof label, "signal[%lld]", static_cast<long long>(off));
+        auto* word = reinterpret_cast<void*>(q.word.addr);
         // A condition that already holds needs no wait: test it once with the GIL held.
         int64_t now = 0;
-        if (hpshmem::SignalFetch(reinterpret_cast<void*>(sig_addr), type, &now).ok() && hpshmem::CmpHolds(now, c, v)) {
+        if (hpshmem::SignalFetch(word, q.word.type, &now).ok() && hpshmem::CmpHolds(now, q.cmp, q.value)) {
           return nb::int_(now);
         }
-        Run(false,
-            [&] { return hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(sig_addr), type, c, v, &seen, label); });
+        char label[32];
+        std::snprintf(label, sizeof label, "signal[%lld]", static_cast<long long>(q.word.offset));
+        Run(false, [&] { return hpshmem::ops::SignalWaitUntil(word, q.word.type, q.cmp, q.value, &seen, label); });
         return nb::int_(seen);
       },
       nb::arg("depend_tensor").none(), nb::arg("signal").none(), nb::arg("signal_offset").none(),

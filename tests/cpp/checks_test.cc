@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/checks/request.h"
+
 #include <cstdint>
 #include <string>
 
@@ -60,6 +62,42 @@ TEST(ArgumentChecks, RanksBlockDimsSignalWordsValuesAndOpCodes) {
   for (int c = 0; c <= 5; ++c) EXPECT_TRUE(CheckCompareOpCode(c).ok());
   ExpectInvalid(CheckCompareOpCode(6), "compare_op 6 is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le");
   ExpectInvalid(CheckCompareOpCode(-1), "compare_op -1 is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le");
+}
+
+// The signal and wait request builders: the word's address and type from the
+// tensor's int width, the rules in their documented order (the first broken
+// one is named), nothing filled on an error. Without a job NPes() is 0, so
+// every rank is out of range: the last rule checked.
+TEST(ArgumentChecks, SignalAndWaitRequestsAddressTheWordAndCheckInOrder) {
+  TensorArg i32{4096, 5, 4, 7, "int32", 4}, i64{8192, 3, 8, 8, "int64", 8}, f32{4096, 5, 4, 9, "float32", 0};
+  WaitRequest w;
+  ASSERT_TRUE(BuildWaitRequest(i32, 4, INT32_MIN, 5, &w).ok());
+  EXPECT_EQ(w.word.addr, 4096u + 16);
+  EXPECT_EQ(w.word.type, SignalType::kInt32);
+  EXPECT_EQ(w.word.offset, 4);
+  EXPECT_EQ(w.value, INT32_MIN);
+  EXPECT_EQ(w.cmp, Cmp::kLe);
+  ASSERT_TRUE(BuildWaitRequest(i64, 2, INT64_MAX, 0, &w).ok());
+  EXPECT_EQ(w.word.addr, 8192u + 16);
+  EXPECT_EQ(w.word.type, SignalType::kInt64);
+  WaitRequest untouched = w;
+  Status s = BuildWaitRequest(f32, 9, int64_t{1} << 40, 9, &w);  // every argument bad: the dtype is named
+  EXPECT_EQ(s.code(), Code::kTypeError);
+  EXPECT_EQ(s.message(), "signal must be an int32 or int64 tensor, got float32");
+  ExpectInvalid(BuildWaitRequest(i32, 5, int64_t{1} << 40, 9, &w),
+                "signal_offset 5 is out of range for signal's 5 elements");
+  ExpectInvalid(BuildWaitRequest(i32, 0, int64_t{1} << 40, 9, &w),
+                "compare_value 1099511627776 does not fit the signal's int32");
+  ExpectInvalid(BuildWaitRequest(i32, 0, 1, 9, &w), "compare_op 9 is not one of 0=eq 1=gt 2=lt 3=ne 4=ge 5=le");
+  EXPECT_EQ(w.word.addr, untouched.word.addr);
+  EXPECT_EQ(w.value, untouched.value);
+
+  SignalRequest q;
+  ExpectInvalid(BuildSignalRequest(i64, 3, 1, 0, 0, &q), "signal_offset 3 is out of range for signal's 3 elements");
+  ExpectInvalid(BuildSignalRequest(i32, 0, int64_t{INT32_MAX} + 1, 0, 0, &q),
+                "signal_value 2147483648 does not fit the signal's int32");
+  ExpectInvalid(BuildSignalRequest(i32, 0, 1, 2, -1, &q), "signal_op 2 is not SET (0) or ADD (1)");
+  ExpectInvalid(BuildSignalRequest(i32, 0, 1, 1, 0, &q), "target_rank 0 is out of range [0, 0)");
 }
 
 }  // namespace

@@ -40,10 +40,54 @@ def test_signal_op_accepts_enum_int_name_and_tensor(x, want):
     assert symm._signal_op(x) == want
 
 
+# The request builders (ccsrc/symmetric_memory/ops/checks/request.h) on a signal word they are told
+# lies at `addr`: they compute addresses and check values, touching no memory, so no job is needed.
+def _signal_request(width=8, offset=0, value=1, op=0, dtype=None):
+    return symm._C.signal_request(4096, 3, width, dtype or f"int{8 * width}", offset, value, op, 0)
+
+
+def _wait_request(width=8, offset=0, value=1, cmp=0, dtype=None):
+    return symm._C.wait_request(4096, 3, width, dtype or f"int{8 * width}", offset, value, cmp)
+
+
+# Without a job there is no rank to signal: a signal whose other arguments all pass fails on its
+# rank, the last rule.
+_NO_RANK = r"target_rank 0 is out of range \[0, 0\)"
+
+
+def test_signal_and_wait_requests_address_the_word():
+    assert _wait_request(4, 2, -5, 1) == (4096 + 8, 4, -5, 1, 2)
+    assert _wait_request(8, 2, 2**40, 5) == (4096 + 16, 8, 2**40, 5, 2)
+    with pytest.raises(symm.ShmemValueError, match=_NO_RANK):
+        _signal_request(4, 2, -5, 1)
+
+
+@pytest.mark.parametrize(
+    "call,exc,fragment",
+    [
+        (lambda: _signal_request(op=2), symm.ShmemValueError, "signal_op 2 is not SET (0) or ADD (1)"),
+        (lambda: _signal_request(op=-1), symm.ShmemValueError, "signal_op -1 is not SET (0) or ADD (1)"),
+        (lambda: _wait_request(cmp=6), symm.ShmemValueError, "compare_op 6 is not one of 0=eq"),
+        (lambda: _wait_request(cmp=-1), symm.ShmemValueError, "compare_op -1 is not one of 0=eq"),
+        (lambda: _signal_request(offset=3), symm.ShmemValueError, "signal_offset 3 is out of range for signal's 3"),
+        (lambda: _wait_request(offset=-1), symm.ShmemValueError, "signal_offset must be >= 0, got -1"),
+        (
+            lambda: _signal_request(width=0, dtype="torch.float32"),
+            symm.ShmemTypeError,
+            "int64 tensor, got torch.float32",
+        ),
+        (lambda: _wait_request(width=0, dtype="torch.int16"), symm.ShmemTypeError, "int64 tensor, got torch.int16"),
+    ],
+)
+def test_signal_and_wait_requests_name_the_broken_rule(call, exc, fragment):
+    with pytest.raises(exc) as e:
+        call()
+    assert fragment in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize(
     "x,exc,fragment",
     [
-        (2, symm.ShmemValueError, "is not SET (0) or ADD (1)"),
         ("mul", symm.ShmemValueError, "'mul' is not 'set'"),
         (True, symm.ShmemTypeError, "got bool"),
         (1.0, symm.ShmemTypeError, "got float"),
@@ -61,7 +105,7 @@ def test_compare_op_accepts_enum_int_and_name(x, want):
     assert symm._compare_op(x) == want
 
 
-@pytest.mark.parametrize("x", [6, -1, "approx", "=="])
+@pytest.mark.parametrize("x", ["approx", "=="])
 def test_compare_op_refusals_list_the_choices(x):
     with pytest.raises(symm.ShmemValueError) as e:
         symm._compare_op(x)
@@ -107,10 +151,22 @@ def test_index_refusals_name_the_argument(x, exc, fragment):
 )
 def test_signal_values_must_fit_the_signal_word(width, ok, bad):
     for v in ok:
-        assert symm._signal_value(v, width, "signal_value") == v
+        assert _wait_request(width, value=v)[2] == v
+        with pytest.raises(symm.ShmemValueError, match=_NO_RANK):
+            _signal_request(width, value=v)
     for v in bad:
-        with pytest.raises(symm.ShmemValueError, match=f"does not fit (the signal's|an) int{8 * width}"):
-            symm._signal_value(v, width, "signal_value")
+        if -(2**63) <= v < 2**63:  # past int64, the binding refuses the Python int itself
+            with pytest.raises(
+                symm.ShmemValueError, match=f"signal_value {v} does not fit the signal's int{8 * width}"
+            ):
+                _signal_request(width, value=v)
+            with pytest.raises(
+                symm.ShmemValueError, match=f"compare_value {v} does not fit the signal's int{8 * width}"
+            ):
+                _wait_request(width, value=v)
+        else:
+            with pytest.raises(symm.ShmemValueError, match="does not fit an int64"):
+                symm._int(v, "signal_value")
 
 
 @pytest.mark.parametrize("x", [0, 65, -1, True])

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include "log.h"
 #include "runtime.h"
@@ -85,7 +87,11 @@ Status AllocImpl(size_t alignment, size_t bytes, void** out, const char* what) {
   std::lock_guard<std::mutex> lk(rt->alloc_mu);
   HPSHMEM_RETURN_IF_ERROR(VerifyCollectiveCall(rt, kAllocMalloc, bytes, alignment, what));
   size_t off = 0;
-  Status s = rt->alloc->Allocate(bytes, alignment, &off);
+  Status s;
+  {
+    std::unique_lock<std::shared_mutex> change(rt->live_mu);
+    s = rt->alloc->Allocate(bytes, alignment, &off);
+  }
   if (!s.ok()) {
     return Status::OutOfMemory(std::string(what) + ": symmetric heap exhausted: " + s.message() + "; " +
                                std::to_string(rt->alloc->bytes_live()) + " of " + std::to_string(rt->heap_bytes) +
@@ -117,8 +123,11 @@ Status FreeImpl(void* ptr, bool deferred, uint64_t* token) {
                                             " is not a live allocation (double free?)"
                                       : std::string(what) + ": pointer " + Hex(a) + " is not in the symmetric heap");
   }
-  if (!deferred) return rt->alloc->Release(off);
-  HPSHMEM_RETURN_IF_ERROR(rt->alloc->Retire(off));
+  {
+    std::unique_lock<std::shared_mutex> change(rt->live_mu);
+    if (!deferred) return rt->alloc->Release(off);
+    HPSHMEM_RETURN_IF_ERROR(rt->alloc->Retire(off));
+  }
   uint64_t busy = rt->deferred_pending;
   if (busy == ~uint64_t{0}) {
     // Every rank sees the same slots busy, so every rank keeps this block retired alike.
@@ -203,15 +212,14 @@ bool IsSymmetric(const void* p, size_t bytes) {
   return rt && SymOffset(rt, p, bytes, "IsSymmetric", &off).ok();
 }
 
-Liveness InLiveAllocation(const void* p, size_t bytes) {
+bool InLiveAllocation(const void* p, size_t bytes) {
   CallScope call;
   Runtime* rt = call.rt();
-  if (!rt) return Liveness::kNo;
+  if (!rt) return false;
   auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(rt->heap);
-  if (a < base || a - base >= rt->heap_bytes) return Liveness::kNo;
-  std::unique_lock<std::mutex> lk(rt->alloc_mu, std::try_to_lock);
-  if (!lk.owns_lock()) return Liveness::kBusy;
-  return rt->alloc->WithinLive(a - base, bytes) ? Liveness::kYes : Liveness::kNo;
+  if (a < base || a - base >= rt->heap_bytes) return false;
+  std::shared_lock<std::shared_mutex> read(rt->live_mu);
+  return rt->alloc->WithinLive(a - base, bytes);
 }
 
 bool DirectlyReachable(int pe) {

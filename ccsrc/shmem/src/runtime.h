@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct Runtime {
   bool all_mapped = false;
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
+  // Held exclusively, beside alloc_mu, only while the allocator's live blocks
+  // change, so that InLiveAllocation reads them without waiting out alloc_mu:
+  // an allocator call holds that through its agreement with the other ranks.
+  std::shared_mutex live_mu;
   uint64_t alloc_seq = 0;  // collective allocator calls so far
   // Deferred frees (FreeDeferred): a freed block whose memory something
   // outside the runtime may still reference stays retired in the allocator,

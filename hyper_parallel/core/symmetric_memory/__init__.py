@@ -83,7 +83,7 @@ from hyper_parallel.core.symmetric_memory._base import (
 from hyper_parallel.core.symmetric_memory._checks import (
     _algorithm,
     _block_dim,
-    _compare_op,
+    _compare_op,  # noqa: F401 (reached through this module: tests of the argument conversions)
     _copy_args,
     _default_block_rows,
     _group,
@@ -96,15 +96,14 @@ from hyper_parallel.core.symmetric_memory._checks import (
     _matrix,
     _mode,
     _overlap,
-    _rank,
     _reduce_dtype,
     _reduce_op,
-    _signal,
-    _signal_op,
+    _signal_op,  # noqa: F401 (reached through this module: tests of the argument conversions)
+    _signal_request,
     _signal_tensor,
-    _signal_value,
     _symmetric,
     _tensor,
+    _wait_request,
 )
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
@@ -251,7 +250,7 @@ def is_symmetric(tensor: Tensor) -> bool:
     if not _handler.is_tensor(tensor) or not _C.is_initialized():
         return False
     addr, numel, itemsize = _handler.describe(tensor)[:3]
-    return _state.find(addr, numel * itemsize) is not None
+    return _C.in_live_allocation(addr, numel * itemsize)
 
 
 # --------------------------------------------------------------------------- primitives
@@ -309,10 +308,7 @@ def shmem_signal_op(
         _sync()
     if _fast_signal(signal, signal_offset, signal_value, signal_op, target_rank):
         return
-    addr, width, _ = _signal(signal, signal_offset)
-    value = _signal_value(signal_value, width, "signal_value")
-    op = _signal_op(signal_op)
-    _C.signal(addr, width, value, op, _rank(target_rank))
+    _C.signal(*_signal_request(signal, signal_offset, signal_value, signal_op, target_rank))
 
 
 def shmem_wait_for_signal(
@@ -336,9 +332,7 @@ def shmem_wait_for_signal(
         return seen
     if depend_tensor is not None and not _handler.is_tensor(depend_tensor):
         raise _type_error(f"depend_tensor must be a {_handler.name} tensor or None")
-    addr, width, off = _signal(signal, signal_offset)
-    value = _signal_value(compare_value, width, "compare_value")
-    cmp = _compare_op(compare_op)
+    addr, width, value, cmp, off = _wait_request(signal, signal_offset, compare_value, compare_op)
     return _C.wait_until(addr, width, cmp, value, f"signal[{off}]")
 
 
@@ -379,9 +373,7 @@ def shmem_put_with_signal(
     dst, src_addr, nbytes, pe, bd = _copy_args(
         target, target_offset, src, src_offset, size, target_rank, block_dim, True
     )
-    sig, width, _ = _signal(signal, signal_offset)
-    value = _signal_value(signal_value, width, "signal_value")
-    op = _signal_op(signal_op)
+    sig, width, value, op, _ = _signal_request(signal, signal_offset, signal_value, signal_op, pe)
     _C.put_signal(dst, src_addr, nbytes, sig, width, value, op, pe, bd)
 
 

@@ -1,7 +1,8 @@
 """The unified API's argument checks, one per kind of argument. Each returns what the runtime
 needs (addresses in bytes, sizes in elements) or raises ShmemValueError/ShmemTypeError naming the
 argument; none writes anything. What concerns Python objects (ints, tensors, names) is checked
-here; the value rules (ranges, ranks, op codes) are the runtime's ``check_*`` functions
+here; the value rules (ranges, ranks, op codes) are the runtime's ``check_*`` functions and its
+request builders ``copy_request``, ``signal_request``, ``wait_request``
 (ccsrc/symmetric_memory/ops/checks), which the binding's fast path and MindSpore's graph kernels
 apply too, so each rule and its message exist once."""
 
@@ -51,9 +52,10 @@ def _tensor(x, name: str):
 
 
 def _symmetric(x, name: str):
-    """Like _tensor, for a tensor that must lie inside a live symmetric allocation."""
+    """Like _tensor, for a tensor that must lie inside a live symmetric allocation (the runtime's
+    allocator decides, as for the fast path)."""
     info = _tensor(x, name)
-    if _state.find(info[0], info[1] * info[2]) is None:
+    if not _C.in_live_allocation(info[0], info[1] * info[2]):
         raise _value_error(
             f"{name} is not a symmetric tensor (allocate it with symm.empty(); "
             f"freed tensors and local tensors do not qualify)"
@@ -180,38 +182,53 @@ def _signal_tensor(signal, name="signal"):
     return addr, numel, itemsize
 
 
-def _signal(signal, offset, name="signal"):
-    """(address of the signal word, its width in bytes, offset in elements)."""
-    addr, numel, itemsize = _signal_tensor(signal, name)
-    off = _int(offset, f"{name}_offset")
-    _C.check_signal_offset(off, numel, name)
-    return addr + off * itemsize, itemsize, off
-
-
-def _signal_value(x, width: int, name: str) -> int:
-    v = _int(x, name)
-    _C.check_signal_value(v, width, name)
-    return v
+def _signal_arg(signal):
+    """A symmetric tensor as the signal request builders read it: (addr, numel, int width, dtype name),
+    int width 4/8 for int32/int64 and 0 for any other dtype (the builder names it)."""
+    addr, numel, itemsize, dtype = _symmetric(signal, "signal")
+    width = itemsize if dtype is _handler.int32 or dtype is _handler.int64 else 0
+    return addr, numel, width, str(dtype)
 
 
 def _signal_op(x) -> int:
+    """A signal op's code from its name, a SignalOp or an int; the code's range is the builder's to check."""
     if isinstance(x, str):
         if x.lower() not in _SIGNAL_OPS:
             raise _value_error(f"signal_op {x!r} is not 'set' or 'add'")
         return _SIGNAL_OPS[x.lower()]
-    v = _int(x, "signal_op")
-    _C.check_signal_op(v)
-    return v
+    return _int(x, "signal_op")
 
 
 def _compare_op(x) -> int:
+    """A compare op's code from its name, a CompareOp or an int; the code's range is the builder's to check."""
     if isinstance(x, str):
         if x.lower() not in _COMPARE_OPS:
             raise _value_error(f"compare_op {x!r} is not one of {sorted(_COMPARE_OPS)}")
         return _COMPARE_OPS[x.lower()]
-    v = _int(x, "compare_op")
-    _C.check_compare_op(v)
-    return v
+    return _int(x, "compare_op")
+
+
+def _signal_request(signal, signal_offset, signal_value, signal_op, target_rank):
+    """A signal's request, (word addr, width in bytes, value, op code, pe): the arguments read here,
+    checked by the runtime's request builder (ccsrc/symmetric_memory/ops/checks/request.h), which
+    the fast path and MindSpore's graph kernels use too."""
+    return _C.signal_request(
+        *_signal_arg(signal),
+        _int(signal_offset, "signal_offset"),
+        _int(signal_value, "signal_value"),
+        _signal_op(signal_op),
+        _int(target_rank, "target_rank"),
+    )
+
+
+def _wait_request(signal, signal_offset, compare_value, compare_op):
+    """A wait's request, (word addr, width in bytes, value, compare code, offset): as _signal_request."""
+    return _C.wait_request(
+        *_signal_arg(signal),
+        _int(signal_offset, "signal_offset"),
+        _int(compare_value, "compare_value"),
+        _compare_op(compare_op),
+    )
 
 
 def _copy_args(target, target_offset, src, src_offset, size, target_rank, block_dim, target_sym: bool):

@@ -254,10 +254,11 @@ Status ReadPublishedWords(int pe, int64_t (&words)[kPublishedWords], bool* publi
 bool IsSymmetric(const void* p, size_t bytes);
 
 // Whether [p, p + bytes) lies within the bytes one live allocation of this
-// rank's heap asked for: kYes, kNo, or kBusy when an allocator call holds the
-// heap's lock right now (the caller decides another way; this never blocks).
-enum class Liveness { kNo = 0, kYes = 1, kBusy = 2 };
-Liveness InLiveAllocation(const void* p, size_t bytes);
+// rank's heap asked for: what makes a tensor symmetric, for every front end.
+// Never waits on an allocator call's agreement with the other ranks (only on
+// the instant its allocator changes), so a thread may ask while another
+// allocates. False when not initialized.
+bool InLiveAllocation(const void* p, size_t bytes);
 // Whether `pe` is this rank or shares memory with it (puts are plain copies).
 bool DirectlyReachable(int pe);
 

@@ -25,4 +25,46 @@ Status BuildCopyRequest(const TensorArg& target, int64_t target_offset, const Te
   return Status::OK();
 }
 
+namespace {
+
+// The word at `offset` of a signal tensor, with the checks every signal and
+// wait share; `value_name` names the value in its message.
+Status BuildSignalWord(const TensorArg& signal, int64_t offset, int64_t value, const char* value_name,
+                       SignalWord* out) {
+  if (signal.int_width != 4 && signal.int_width != 8)
+    return Status::TypeError(std::string("signal must be an int32 or int64 tensor, got ") +
+                             (signal.dtype_name ? signal.dtype_name : "?"));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignalOffset(offset, signal.numel, "signal"));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignalValue(value, signal.int_width, value_name));
+  out->type = static_cast<SignalType>(signal.int_width);
+  out->addr = signal.addr + static_cast<uintptr_t>(offset) * static_cast<uintptr_t>(signal.int_width);
+  out->offset = offset;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status BuildSignalRequest(const TensorArg& signal, int64_t signal_offset, int64_t value, int64_t op, int64_t rank,
+                          SignalRequest* out) {
+  SignalWord word;
+  HPSHMEM_RETURN_IF_ERROR(BuildSignalWord(signal, signal_offset, value, "signal_value", &word));
+  HPSHMEM_RETURN_IF_ERROR(CheckSignalOpCode(op));
+  HPSHMEM_RETURN_IF_ERROR(CheckRank(rank, NPes(), "target_rank"));
+  out->word = word;
+  out->value = value;
+  out->op = static_cast<SignalOp>(op);
+  out->pe = static_cast<int>(rank);
+  return Status::OK();
+}
+
+Status BuildWaitRequest(const TensorArg& signal, int64_t signal_offset, int64_t value, int64_t cmp, WaitRequest* out) {
+  SignalWord word;
+  HPSHMEM_RETURN_IF_ERROR(BuildSignalWord(signal, signal_offset, value, "compare_value", &word));
+  HPSHMEM_RETURN_IF_ERROR(CheckCompareOpCode(cmp));
+  out->word = word;
+  out->value = value;
+  out->cmp = static_cast<Cmp>(cmp);
+  return Status::OK();
+}
+
 }  // namespace hpshmem::ops

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hpshmem/hpshmem.h"
 #include "hpshmem/status.h"
 
 namespace hpshmem::ops {
@@ -18,13 +19,15 @@ namespace hpshmem::ops {
 // A tensor as its front end read it. `dtype` is the front end's identity of
 // its dtype (equal for equal dtypes); `dtype_name` is printed in messages (may
 // be null where the front end never shows the message: the fast path).
-// itemsize 0: a dtype the front end does not know.
+// itemsize 0: a dtype the front end does not know. int_width: 4 or 8 for
+// int32 / int64 (the dtypes a signal word may have), 0 for every other dtype.
 struct TensorArg {
   uintptr_t addr = 0;
   int64_t numel = 0;
   int itemsize = 0;
   intptr_t dtype = 0;
   const char* dtype_name = nullptr;
+  int int_width = 0;
 };
 
 // A put or get: dst/src addresses, bytes, the peer, threads (0: the default).
@@ -41,5 +44,39 @@ struct CopyRequest {
 // OK and fills *out, or a TypeError (dtypes) / InvalidArgument naming the argument.
 Status BuildCopyRequest(const TensorArg& target, int64_t target_offset, const TensorArg& src, int64_t src_offset,
                         int64_t size, int64_t rank, const int64_t* block_dim, CopyRequest* out);
+
+// One word of a signal tensor: its address, type, and offset in elements
+// (what a wait's messages call "signal[offset]").
+struct SignalWord {
+  uintptr_t addr = 0;
+  SignalType type = SignalType::kInt64;
+  int64_t offset = 0;
+};
+
+// A signal (shmem_signal_op, and the signal half of shmem_put_with_signal).
+struct SignalRequest {
+  SignalWord word;
+  int64_t value = 0;
+  SignalOp op = SignalOp::kSet;
+  int pe = 0;
+};
+
+// A wait on a local signal word (shmem_wait_for_signal).
+struct WaitRequest {
+  SignalWord word;
+  int64_t value = 0;
+  Cmp cmp = Cmp::kEq;
+};
+
+// Checks a signal's dtype (int32 or int64: TypeError), `signal_offset`, that
+// `value` fits the word ("signal_value"), the SignalOp code `op` and `rank`,
+// in that order; whether the tensor is symmetric is the front end's to check.
+// Returns OK and fills *out, or the message of the first rule broken.
+Status BuildSignalRequest(const TensorArg& signal, int64_t signal_offset, int64_t value, int64_t op, int64_t rank,
+                          SignalRequest* out);
+
+// As BuildSignalRequest for a wait: dtype, `signal_offset`, `value` fits the
+// word ("compare_value") and the Cmp code `cmp`, in that order.
+Status BuildWaitRequest(const TensorArg& signal, int64_t signal_offset, int64_t value, int64_t cmp, WaitRequest* out);
 
 }  // namespace hpshmem::ops

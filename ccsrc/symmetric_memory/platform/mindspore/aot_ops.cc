@@ -22,7 +22,6 @@
 #include <string>
 
 #include "hpshmem/hpshmem.h"
-#include "ops/checks/checks.h"
 #include "ops/checks/request.h"
 #include "ops/ops.h"
 
@@ -99,33 +98,24 @@ Status Scalar(const Args& a, int i, const char* name, int64_t* out) {
   return Status::OK();
 }
 
-// A rank argument, read and checked.
-Status Rank(const Args& a, int i, int64_t* rank) {
-  HPSHMEM_RETURN_IF_ERROR(Scalar(a, i, "target_rank", rank));
-  return hpshmem::ops::CheckRank(*rank, hpshmem::NPes(), "target_rank");
-}
-
-// Signal tensor i's word at `offset` (checked), and its type.
-Status SignalWord(const Args& a, int i, int64_t offset, void** word, hpshmem::SignalType* type) {
-  const char* dt = a.dtypes[i];
-  if (std::strcmp(dt, "int32") == 0) {
-    *type = hpshmem::SignalType::kInt32;
-  } else if (std::strcmp(dt, "int64") == 0) {
-    *type = hpshmem::SignalType::kInt64;
-  } else {
-    return Status::TypeError(std::string("signal must be an int32 or int64 tensor, got ") + dt);
-  }
-  HPSHMEM_RETURN_IF_ERROR(hpshmem::ops::CheckSignalOffset(offset, Numel(a, i), "signal"));
-  *word = static_cast<char*>(a.params[i]) + offset * static_cast<int64_t>(*type);
-  return Status::OK();
-}
-
 // The op takes `inputs` tensors (plus its one output) and the runtime is up.
 Status Ready(const Args& a, int inputs) {
   if (a.n != inputs + 1) return Status::InvalidArgument("expects " + std::to_string(inputs) + " inputs and 1 output");
   if (!hpshmem::IsInitialized())
     return Status::NotInitialized("call symm.empty() before running a graph that communicates");
   return Status::OK();
+}
+
+// Kernel parameter i as the request builders read a tensor.
+hpshmem::ops::TensorArg Tensor(const Args& a, int i) {
+  const char* dt = a.dtypes[i];
+  int int_width = std::strcmp(dt, "int32") == 0 ? 4 : std::strcmp(dt, "int64") == 0 ? 8 : 0;
+  return {reinterpret_cast<uintptr_t>(a.params[i]),
+          Numel(a, i),
+          static_cast<int>(ItemSize(dt)),
+          DtypeId(dt),
+          dt,
+          int_width};
 }
 
 // The copy arguments every data op starts with (target, target_offset, src, src_offset, size) and
@@ -136,17 +126,19 @@ Status CopyArgs(const Args& a, int rank_index, hpshmem::ops::CopyRequest* r) {
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, 3, "src_offset", &soff));
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, 4, "size", &size));
   HPSHMEM_RETURN_IF_ERROR(Scalar(a, rank_index, "target_rank", &rank));
-  auto tensor = [&](int i) {
-    return hpshmem::ops::TensorArg{reinterpret_cast<uintptr_t>(a.params[i]), Numel(a, i),
-                                   static_cast<int>(ItemSize(a.dtypes[i])), DtypeId(a.dtypes[i]), a.dtypes[i]};
-  };
-  return hpshmem::ops::BuildCopyRequest(tensor(0), toff, tensor(2), soff, size, rank, nullptr, r);
+  return hpshmem::ops::BuildCopyRequest(Tensor(a, 0), toff, Tensor(a, 2), soff, size, rank, nullptr, r);
 }
 
-// A signal value or compare value for a word of `type`, read and checked.
-Status SignalValue(const Args& a, int i, const char* name, hpshmem::SignalType type, int64_t* value) {
-  HPSHMEM_RETURN_IF_ERROR(Scalar(a, i, name, value));
-  return hpshmem::ops::CheckSignalValue(*value, static_cast<int>(type), name);
+// A signal's arguments (signal, signal_offset, signal_value, signal_op from
+// params[first]) and its rank (params[rank_index]), read here and checked by
+// the request builder the Python API uses.
+Status SignalArgs(const Args& a, int first, int rank_index, hpshmem::ops::SignalRequest* q) {
+  int64_t off, value, op, rank;
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, first + 1, "signal_offset", &off));
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, first + 2, "signal_value", &value));
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, first + 3, "signal_op", &op));
+  HPSHMEM_RETURN_IF_ERROR(Scalar(a, rank_index, "target_rank", &rank));
+  return hpshmem::ops::BuildSignalRequest(Tensor(a, first), off, value, op, rank, q);
 }
 
 // The kernel's result: the token (or observed value) on success, the reason on failure.
@@ -197,39 +189,26 @@ HP_MS_KERNEL(HpMsPutMemSignal) {
   const char* op = "shmem_put_with_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
   hpshmem::ops::CopyRequest r;
-  int64_t off, value, sop;
-  void* sig = nullptr;
-  hpshmem::SignalType type;
+  hpshmem::ops::SignalRequest q;
   HP_CHECK(Ready(a, 10));
   HP_CHECK(CopyArgs(a, 9, &r));
-  HP_CHECK(Scalar(a, 6, "signal_offset", &off));
-  HP_CHECK(SignalWord(a, 5, off, &sig, &type));
-  HP_CHECK(SignalValue(a, 7, "signal_value", type, &value));
-  HP_CHECK(Scalar(a, 8, "signal_op", &sop));
-  HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
-  return Finish(a, op,
-                hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src),
-                                           r.bytes, sig, type, value, static_cast<hpshmem::SignalOp>(sop), r.pe),
-                1);
+  HP_CHECK(SignalArgs(a, 5, 9, &q));
+  return Finish(
+      a, op,
+      hpshmem::ops::PutMemSignal(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes,
+                                 reinterpret_cast<void*>(q.word.addr), q.word.type, q.value, q.op, r.pe),
+      1);
 }
 
 // signal, signal_offset, signal_value, signal_op, rank.
 HP_MS_KERNEL(HpMsSignalOp) {
   const char* op = "shmem_signal_op";
   Args a{nparam, params, ndims, shapes, dtypes};
-  int64_t off, value, sop, rank;
-  void* sig = nullptr;
-  hpshmem::SignalType type;
+  hpshmem::ops::SignalRequest q;
   HP_CHECK(Ready(a, 5));
-  HP_CHECK(Scalar(a, 1, "signal_offset", &off));
-  HP_CHECK(SignalWord(a, 0, off, &sig, &type));
-  HP_CHECK(SignalValue(a, 2, "signal_value", type, &value));
-  HP_CHECK(Scalar(a, 3, "signal_op", &sop));
-  HP_CHECK(hpshmem::ops::CheckSignalOpCode(sop));
-  HP_CHECK(Rank(a, 4, &rank));
+  HP_CHECK(SignalArgs(a, 0, 4, &q));
   return Finish(
-      a, op,
-      hpshmem::ops::SignalOpRemote(sig, type, value, static_cast<hpshmem::SignalOp>(sop), static_cast<int>(rank)), 1);
+      a, op, hpshmem::ops::SignalOpRemote(reinterpret_cast<void*>(q.word.addr), q.word.type, q.value, q.op, q.pe), 1);
 }
 
 // depend_tensor (ordering only), signal, signal_offset, compare_value, compare_op -> observed value.
@@ -237,17 +216,16 @@ HP_MS_KERNEL(HpMsSignalWaitUntil) {
   const char* op = "shmem_wait_for_signal";
   Args a{nparam, params, ndims, shapes, dtypes};
   int64_t off, value, cmp;
-  void* sig = nullptr;
-  hpshmem::SignalType type;
+  hpshmem::ops::WaitRequest q;
   HP_CHECK(Ready(a, 5));
   HP_CHECK(Scalar(a, 2, "signal_offset", &off));
-  HP_CHECK(SignalWord(a, 1, off, &sig, &type));
-  HP_CHECK(SignalValue(a, 3, "compare_value", type, &value));
+  HP_CHECK(Scalar(a, 3, "compare_value", &value));
   HP_CHECK(Scalar(a, 4, "compare_op", &cmp));
-  HP_CHECK(hpshmem::ops::CheckCompareOpCode(cmp));
+  HP_CHECK(hpshmem::ops::BuildWaitRequest(Tensor(a, 1), off, value, cmp, &q));
   std::string label = "signal[" + std::to_string(off) + "]";
   int64_t observed = 0;
-  Status st = hpshmem::ops::SignalWaitUntil(sig, type, static_cast<hpshmem::Cmp>(cmp), value, &observed, label.c_str());
+  Status st = hpshmem::ops::SignalWaitUntil(reinterpret_cast<void*>(q.word.addr), q.word.type, q.cmp, q.value,
+                                            &observed, label.c_str());
   return Finish(a, op, st, observed);
 }
 

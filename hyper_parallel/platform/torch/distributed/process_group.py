@@ -28,7 +28,6 @@ from torch._C import _distributed_c10d as _c10d
 from torch.futures import Future
 
 from hyper_parallel import _hpshmem as _C
-from hyper_parallel.core.symmetric_memory._state import _state as _heap
 
 from . import BACKEND_NAME
 
@@ -426,9 +425,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
 
     def _symmetric(self, t: torch.Tensor) -> bool:
         n = t.numel() * t.element_size()
-        return (
-            n > 0 and t.is_contiguous() and _C.is_symmetric(t.data_ptr(), n) and _heap.find(t.data_ptr(), n) is not None
-        )
+        return n > 0 and t.is_contiguous() and _C.in_live_allocation(t.data_ptr(), n)
 
     # ------------------------------------------------------------------ size agreements of chunked calls
     # A call larger than the staging goes through it in chunks, and ranks whose totals differ have equal
@@ -546,7 +543,7 @@ class HpshmemProcessGroup(dist.ProcessGroup):
         item = t.element_size()
         if src is t and t.is_contiguous():
             addr = t.data_ptr()
-            if root < 0 and n and _C.is_symmetric(addr, n * item) and _heap.find(addr, n * item) is not None:
+            if root < 0 and n and _C.in_live_allocation(addr, n * item):
                 _C.allreduce(addr, n, dcode, op, 0, self._team)  # a tensor of the heap: in place
                 return
             if n * item <= self._stage_bytes:  # one staged call (the common case, kept short)
