@@ -274,6 +274,23 @@ NB_MODULE(_hpshmem, m) {
       "A put/get's request (ops/checks/request.h): (dst, src addresses, bytes, pe, block_dim), or "
       "ShmemTypeError/ShmemValueError naming the argument. Offsets and size in elements.");
   m.def(
+      "parts_request",
+      [](uintptr_t w_addr, int64_t w_numel, int itemsize, nb::handle w_dtype, const std::string& w_name,
+         uintptr_t p_addr, int64_t p_numel, nb::handle p_dtype, const std::string& p_name, bool whole_is_output,
+         int64_t world) {
+        std::string wd = nb::str(w_dtype).c_str(), pd = nb::str(p_dtype).c_str();
+        hpshmem::ops::TensorArg whole{w_addr, w_numel, itemsize, 1, wd.c_str()};
+        hpshmem::ops::TensorArg part{p_addr, p_numel, itemsize, w_dtype.equal(p_dtype) ? 1 : 2, pd.c_str()};
+        hpshmem::ops::PartsRequest q;
+        Check(hpshmem::ops::BuildPartsRequest(whole, w_name.c_str(), part, p_name.c_str(), whole_is_output, world, &q));
+        return nb::make_tuple(q.whole, q.part, q.part_numel, q.part_bytes);
+      },
+      nb::arg("whole_addr"), nb::arg("whole_numel"), nb::arg("itemsize"), nb::arg("whole_dtype"), nb::arg("whole_name"),
+      nb::arg("part_addr"), nb::arg("part_numel"), nb::arg("part_dtype"), nb::arg("part_name"),
+      nb::arg("whole_is_output"), nb::arg("world"),
+      "An allgather's or reduce-scatter's tensors (ops/checks/request.h): (whole addr, part addr, part elements, "
+      "part bytes), or ShmemTypeError/ShmemValueError naming the tensor.");
+  m.def(
       "check_rank",
       [](int64_t rank, int64_t world, const std::string& name) {
         Check(hpshmem::ops::CheckRank(rank, world, name.c_str()));

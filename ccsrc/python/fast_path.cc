@@ -403,14 +403,14 @@ void RegisterFastPath(nb::module_& m) {
         Tensor o, i;
         bool pull;
         int bd;
-        const int w = hpshmem::NPes();
-        if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) || o.dtype != i.dtype || !Symmetric(o) ||
-            !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd) || w <= 0 || o.numel / w != i.numel ||
-            o.numel % w != 0)
+        hpshmem::ops::PartsRequest q;
+        if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) ||
+            !hpshmem::ops::BuildPartsRequest(o, "output_tensor", i, "input_tensor", true, hpshmem::NPes(), &q).ok() ||
+            !Symmetric(o) || !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd))
           return false;
         Run(false, [&] {
-          return hpshmem::ops::Allgather(reinterpret_cast<void*>(o.addr), reinterpret_cast<const void*>(i.addr),
-                                         static_cast<size_t>(i.numel) * i.itemsize, pull, bd);
+          return hpshmem::ops::Allgather(reinterpret_cast<void*>(q.whole), reinterpret_cast<const void*>(q.part),
+                                         q.part_bytes, pull, bd);
         });
         return true;
       },

@@ -100,5 +100,30 @@ TEST(ArgumentChecks, SignalAndWaitRequestsAddressTheWordAndCheckInOrder) {
   ExpectInvalid(BuildSignalRequest(i32, 0, 1, 1, 0, &q), "target_rank 0 is out of range [0, 0)");
 }
 
+// An allgather's and a reduce-scatter's tensors: one dtype (the output named
+// first), the whole world_size times the part, overflow of that product named
+// rather than wrapped.
+TEST(ArgumentChecks, PartsRequestsNameTheOutputFirstAndTheExactProduct) {
+  TensorArg whole{4096, 21, 4, 7, "float32"}, part{8192, 7, 4, 7, "float32"}, other{8192, 7, 8, 9, "float64"};
+  PartsRequest q;
+  ASSERT_TRUE(BuildPartsRequest(whole, "output_tensor", part, "input_tensor", true, 3, &q).ok());
+  EXPECT_EQ(q.whole, 4096u);
+  EXPECT_EQ(q.part, 8192u);
+  EXPECT_EQ(q.part_numel, 7);
+  EXPECT_EQ(q.part_bytes, 28u);
+  Status s = BuildPartsRequest(whole, "output_tensor", other, "input_tensor", true, 3, &q);
+  EXPECT_EQ(s.code(), Code::kTypeError);
+  EXPECT_EQ(s.message(), "output_tensor (float32) and input_tensor (float64) must have the same dtype");
+  s = BuildPartsRequest(whole, "input", other, "output", false, 3, &q);
+  EXPECT_EQ(s.message(), "output (float64) and input (float32) must have the same dtype");
+  ExpectInvalid(BuildPartsRequest(whole, "input", part, "output", false, 4, &q),
+                "input must have world_size x numel(output) = 4 x 7 = 28 elements, has 21");
+  TensorArg huge{8192, INT64_MAX / 2, 4, 7, "float32"};
+  ExpectInvalid(BuildPartsRequest(whole, "output_tensor", huge, "input_tensor", true, 3, &q),
+                "output_tensor must have world_size x numel(input_tensor) = 3 x 4611686018427387903 = more than "
+                "9223372036854775807 elements, has 21");
+  EXPECT_EQ(q.part, 8192u);  // untouched by the failures
+}
+
 }  // namespace
 }  // namespace hpshmem::ops

@@ -302,8 +302,15 @@ def scenario_bad_arguments(rank, world):
 
     a, b = ones(4, 3), ones(3, 5)
     cases = [
-        (V, "elements, has", symm.shmem_allgather, out, ones(5)),
-        (T, "same dtype", symm.shmem_allgather, out, ones(4, name="float64")),
+        (
+            V,
+            f"output_tensor must have world_size x numel(input_tensor) = {world} x 5 = {world * 5} elements, "
+            f"has {world * 4}",
+            symm.shmem_allgather,
+            out,
+            ones(5),
+        ),
+        (T, ") and input_tensor (", symm.shmem_allgather, out, ones(4, name="float64")),
         (V, "not a symmetric tensor", symm.shmem_allgather, ones(world * 4), ones(4)),
         (V, "world_size", symm.shmem_alltoall, [ones(1)], out, [1] * world),
         (V, "adds up to", symm.shmem_alltoall, [ones(1)] * world, out, [99] * world),

@@ -418,19 +418,13 @@ def shmem_allgather(
         return output_tensor
     o_addr, o_numel, itemsize, o_dtype = _symmetric(output_tensor, "output_tensor")
     i_addr, i_numel, _, i_dtype = _tensor(input_tensor, "input_tensor")
-    if o_dtype != i_dtype:
-        raise _type_error(f"output_tensor ({o_dtype}) and input_tensor ({i_dtype}) must have the same dtype")
     _require_init("shmem_allgather()")
     g = _group(group, "shmem_allgather()")
     w = _state.world if g is None else g.size
-    if o_numel != w * i_numel:
-        raise _value_error(
-            f"output_tensor must have world_size x numel(input_tensor) = {w} x {i_numel} = "
-            f"{w * i_numel} elements, has {o_numel}"
-        )
-    collectives.allgather(
-        o_addr, i_addr, i_numel * itemsize, _mode(mode), _block_dim(block_dim), 0 if g is None else g.team
+    o_addr, i_addr, _, nbytes = _C.parts_request(
+        o_addr, o_numel, itemsize, o_dtype, "output_tensor", i_addr, i_numel, i_dtype, "input_tensor", True, w
     )
+    collectives.allgather(o_addr, i_addr, nbytes, _mode(mode), _block_dim(block_dim), 0 if g is None else g.team)
     return output_tensor
 
 
@@ -544,18 +538,15 @@ def shmem_reduce_scatter(
     """
     if _sync is not None:
         _sync()
-    o_addr, o_numel, _, o_dtype = _tensor(output, "output")
+    o_addr, o_numel, itemsize, o_dtype = _tensor(output, "output")
     i_addr, i_numel, _, i_dtype = _symmetric(input, "input")
-    if o_dtype != i_dtype:
-        raise _type_error(f"output ({o_dtype}) and input ({i_dtype}) must have the same dtype")
-    code, op_code = _reduce_dtype(i_dtype, "input"), _reduce_op(op)
     _require_init("shmem_reduce_scatter()")
     g = _group(group, "shmem_reduce_scatter()")
     w = _state.world if g is None else g.size
-    if i_numel != w * o_numel:
-        raise _value_error(
-            f"input must have world_size x numel(output) = {w} x {o_numel} = {w * o_numel} elements, has {i_numel}"
-        )
+    i_addr, o_addr, o_numel, _ = _C.parts_request(
+        i_addr, i_numel, itemsize, i_dtype, "input", o_addr, o_numel, o_dtype, "output", False, w
+    )
+    code, op_code = _reduce_dtype(i_dtype, "input"), _reduce_op(op)
     collectives.reduce_scatter(o_addr, i_addr, o_numel, code, op_code, 0 if g is None else g.team)
     return output
 

@@ -1,5 +1,6 @@
 #include "ops/checks/request.h"
 
+#include <cstdint>
 #include <string>
 
 #include "hpshmem/hpshmem.h"
@@ -64,6 +65,30 @@ Status BuildWaitRequest(const TensorArg& signal, int64_t signal_offset, int64_t 
   out->word = word;
   out->value = value;
   out->cmp = static_cast<Cmp>(cmp);
+  return Status::OK();
+}
+
+Status BuildPartsRequest(const TensorArg& whole, const char* whole_name, const TensorArg& part, const char* part_name,
+                         bool whole_is_output, int64_t world, PartsRequest* out) {
+  if (whole.itemsize <= 0 || whole.dtype != part.dtype) {
+    auto named = [](const char* name, const TensorArg& t) {
+      return std::string(name) + " (" + (t.dtype_name ? t.dtype_name : "?") + ")";
+    };
+    std::string w = named(whole_name, whole), p = named(part_name, part);
+    return Status::TypeError((whole_is_output ? w + " and " + p : p + " and " + w) + " must have the same dtype");
+  }
+  int64_t want = 0;
+  const bool overflow = __builtin_mul_overflow(world, part.numel, &want);
+  if (world <= 0 || overflow || whole.numel != want) {
+    return Status::InvalidArgument(std::string(whole_name) + " must have world_size x numel(" + part_name +
+                                   ") = " + std::to_string(world) + " x " + std::to_string(part.numel) + " = " +
+                                   (overflow ? "more than " + std::to_string(INT64_MAX) : std::to_string(want)) +
+                                   " elements, has " + std::to_string(whole.numel));
+  }
+  out->whole = whole.addr;
+  out->part = part.addr;
+  out->part_numel = part.numel;
+  out->part_bytes = static_cast<size_t>(part.numel) * static_cast<size_t>(part.itemsize);
   return Status::OK();
 }
 

@@ -79,4 +79,21 @@ Status BuildSignalRequest(const TensorArg& signal, int64_t signal_offset, int64_
 // word ("compare_value") and the Cmp code `cmp`, in that order.
 Status BuildWaitRequest(const TensorArg& signal, int64_t signal_offset, int64_t value, int64_t cmp, WaitRequest* out);
 
+// A collective between one tensor per rank (`part`) and one of world_size
+// times its size (`whole`): an allgather's input and output, a
+// reduce-scatter's output and input. Sizes in elements and bytes.
+struct PartsRequest {
+  uintptr_t whole = 0, part = 0;
+  int64_t part_numel = 0;
+  size_t part_bytes = 0;
+};
+
+// Checks that `whole` and `part` have one dtype (TypeError; the output named
+// first) and that whole holds `world` x numel(part) elements, naming them
+// `whole_name` and `part_name` as the caller's API does; whether `whole` is
+// symmetric is the front end's to check. Returns OK and fills *out, or the
+// rule's message.
+Status BuildPartsRequest(const TensorArg& whole, const char* whole_name, const TensorArg& part, const char* part_name,
+                         bool whole_is_output, int64_t world, PartsRequest* out);
+
 }  // namespace hpshmem::ops
