@@ -101,6 +101,23 @@ void NoGil(F&& f) {
 
 inline void* P(uintptr_t a) { return reinterpret_cast<void*>(a); }
 
+// Runs a request builder (ops/checks/request.h) over two tensors whose dtypes
+// Python gave as objects, raising its refusal. Python dtypes compare by value,
+// the builder by identity: `a` gets 1, `b` 1 or 2. Their names appear only in
+// a refusal, and str() of two dtypes costs more than the checks, so the
+// builder runs without them first and, when it refuses, again with them.
+template <class Build>
+void BuildWithDtypes(nb::handle a_dtype, hpshmem::ops::TensorArg* a, nb::handle b_dtype, hpshmem::ops::TensorArg* b,
+                     Build&& build) {
+  a->dtype = 1;
+  b->dtype = a_dtype.equal(b_dtype) ? 1 : 2;
+  if (build().ok()) return;
+  std::string a_name = nb::str(a_dtype).c_str(), b_name = nb::str(b_dtype).c_str();
+  a->dtype_name = a_name.c_str();
+  b->dtype_name = b_name.c_str();
+  Check(build());
+}
+
 // A collective's result copied from its symmetric buffer to `out` (an address; 0: nowhere), so a
 // front end staging a user's tensor through the heap pays one crossing, not three.
 Status CopyOut(uintptr_t out, uintptr_t data, size_t bytes) {
@@ -260,12 +277,11 @@ NB_MODULE(_hpshmem, m) {
       "copy_request",
       [](uintptr_t t_addr, int64_t t_numel, int itemsize, nb::handle t_dtype, uintptr_t s_addr, int64_t s_numel,
          nb::handle s_dtype, int64_t toff, int64_t soff, int64_t size, int64_t rank, std::optional<int64_t> block_dim) {
-        // Python dtypes compare by value; the builder compares identities, printed by str().
-        std::string t_name = nb::str(t_dtype).c_str(), s_name = nb::str(s_dtype).c_str();
-        hpshmem::ops::TensorArg t{t_addr, t_numel, itemsize, 1, t_name.c_str()};
-        hpshmem::ops::TensorArg s{s_addr, s_numel, itemsize, t_dtype.equal(s_dtype) ? 1 : 2, s_name.c_str()};
+        hpshmem::ops::TensorArg t{t_addr, t_numel, itemsize}, s{s_addr, s_numel, itemsize};
         hpshmem::ops::CopyRequest r;
-        Check(hpshmem::ops::BuildCopyRequest(t, toff, s, soff, size, rank, block_dim ? &*block_dim : nullptr, &r));
+        BuildWithDtypes(t_dtype, &t, s_dtype, &s, [&] {
+          return hpshmem::ops::BuildCopyRequest(t, toff, s, soff, size, rank, block_dim ? &*block_dim : nullptr, &r);
+        });
         return nb::make_tuple(r.dst, r.src, r.bytes, r.pe, r.block_dim);
       },
       nb::arg("target_addr"), nb::arg("target_numel"), nb::arg("itemsize"), nb::arg("target_dtype"),
@@ -278,11 +294,12 @@ NB_MODULE(_hpshmem, m) {
       [](uintptr_t w_addr, int64_t w_numel, int itemsize, nb::handle w_dtype, const std::string& w_name,
          uintptr_t p_addr, int64_t p_numel, nb::handle p_dtype, const std::string& p_name, bool whole_is_output,
          int64_t world) {
-        std::string wd = nb::str(w_dtype).c_str(), pd = nb::str(p_dtype).c_str();
-        hpshmem::ops::TensorArg whole{w_addr, w_numel, itemsize, 1, wd.c_str()};
-        hpshmem::ops::TensorArg part{p_addr, p_numel, itemsize, w_dtype.equal(p_dtype) ? 1 : 2, pd.c_str()};
+        hpshmem::ops::TensorArg whole{w_addr, w_numel, itemsize}, part{p_addr, p_numel, itemsize};
         hpshmem::ops::PartsRequest q;
-        Check(hpshmem::ops::BuildPartsRequest(whole, w_name.c_str(), part, p_name.c_str(), whole_is_output, world, &q));
+        BuildWithDtypes(w_dtype, &whole, p_dtype, &part, [&] {
+          return hpshmem::ops::BuildPartsRequest(whole, w_name.c_str(), part, p_name.c_str(), whole_is_output, world,
+                                                 &q);
+        });
         return nb::make_tuple(q.whole, q.part, q.part_numel, q.part_bytes);
       },
       nb::arg("whole_addr"), nb::arg("whole_numel"), nb::arg("itemsize"), nb::arg("whole_dtype"), nb::arg("whole_name"),
