@@ -429,20 +429,16 @@ void RegisterFastPath(nb::module_& m) {
             !PyList_CheckExact(counts.ptr()) || PyList_GET_SIZE(counts.ptr()) != w || !Describe(receive.ptr(), &r) ||
             !Symmetric(r) || !Mode(mode.ptr(), &pull) || !BlockDim(block_dim.ptr(), &bd))
           return false;
-        const void* ptrs[64];
-        int64_t send_elems[64], recv_elems[64], total = 0;
+        Tensor s[64];
+        int64_t recv_elems[64];
         for (int p = 0; p < w; ++p) {
-          Tensor s;
-          if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s) || s.dtype != r.dtype || (pull && !Symmetric(s)))
+          if (!Describe(PyList_GET_ITEM(sends.ptr(), p), &s[p]) || (pull && !Symmetric(s[p])) ||
+              !Int(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p]))
             return false;
-          if (!Int(PyList_GET_ITEM(counts.ptr(), p), &recv_elems[p]) ||
-              !hpshmem::ops::CheckIndex(recv_elems[p], "receive_list").ok())
-            return false;
-          ptrs[p] = reinterpret_cast<const void*>(s.addr);
-          send_elems[p] = s.numel;
-          total += recv_elems[p];
-          if (total > r.numel) return false;
         }
+        const void* ptrs[64];
+        int64_t send_elems[64];
+        if (!hpshmem::ops::BuildAlltoallRequest(r, s, recv_elems, w, ptrs, send_elems).ok()) return false;
         Run(false, [&] {
           return hpshmem::ops::Alltoall(ptrs, send_elems, reinterpret_cast<void*>(r.addr), recv_elems,
                                         static_cast<size_t>(r.itemsize), pull, bd);

@@ -1,4 +1,5 @@
-// The Python API's fast path (fast_path.cc) and what it shares with binding.cc.
+// What the binding's files share: the Python API's fast path (fast_path.cc),
+// the checked path's requests (requests.cc) and binding.cc's error raising.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -12,5 +13,8 @@ namespace hpshmem_python {
 
 // Adds fast_register, fast_put, fast_get, fast_put_signal, fast_signal, fast_wait to `m`.
 void RegisterFastPath(nanobind::module_& m);
+
+// Adds the checked path's request builders and argument rules (requests.cc) to `m`.
+void RegisterRequests(nanobind::module_& m);
 
 }  // namespace hpshmem_python

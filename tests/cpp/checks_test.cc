@@ -125,5 +125,38 @@ TEST(ArgumentChecks, PartsRequestsNameTheOutputFirstAndTheExactProduct) {
   EXPECT_EQ(q.part, 8192u);  // untouched by the failures
 }
 
+TEST(ArgumentChecks, AlltoallRequestsCheckDtypesThenCountsThenTheirSum) {
+  TensorArg receive{4096, 10, 4, 7, "float32"};
+  TensorArg sends[3] = {{100, 3, 4, 7, "float32"}, {200, 0, 4, 7, "float32"}, {300, 5, 4, 7, "float32"}};
+  int64_t counts[3] = {4, 0, 6};
+  const void* addrs[3] = {};
+  int64_t elems[3] = {-1, -1, -1};
+  ASSERT_TRUE(BuildAlltoallRequest(receive, sends, counts, 3, addrs, elems).ok());
+  EXPECT_EQ(addrs[0], reinterpret_cast<const void*>(100));
+  EXPECT_EQ(addrs[2], reinterpret_cast<const void*>(300));
+  EXPECT_EQ(elems[0], 3);
+  EXPECT_EQ(elems[1], 0);
+  EXPECT_EQ(elems[2], 5);
+  ASSERT_TRUE(BuildAlltoallRequest(receive, sends, counts, 0, addrs, elems).ok());  // no ranks: nothing to check
+
+  const void* untouched[3] = {};
+  int64_t untouched_elems[3] = {-1, -1, -1};
+  TensorArg mixed[3] = {sends[0], {200, 0, 8, 9, "float64"}, sends[2]};
+  Status s = BuildAlltoallRequest(receive, mixed, counts, 3, untouched, untouched_elems);
+  EXPECT_EQ(s.code(), Code::kTypeError);
+  EXPECT_EQ(s.message(), "send_tensor_list[1] (float64) and receive_tensor (float32) must have the same dtype");
+  int64_t negative[3] = {4, -2, INT64_MAX};  // the negative one is named before the overflowing sum
+  ExpectInvalid(BuildAlltoallRequest(receive, sends, negative, 3, untouched, untouched_elems),
+                "receive_list[1] must be >= 0, got -2");
+  int64_t too_many[3] = {4, 1, 6};
+  ExpectInvalid(BuildAlltoallRequest(receive, sends, too_many, 3, untouched, untouched_elems),
+                "receive_list adds up to 11 elements; receive_tensor has 10");
+  int64_t overflowing[3] = {INT64_MAX, 1, 0};
+  ExpectInvalid(BuildAlltoallRequest(receive, sends, overflowing, 3, untouched, untouched_elems),
+                "receive_list adds up to more than 9223372036854775807 elements; receive_tensor has 10");
+  EXPECT_EQ(untouched[0], nullptr);  // nothing written by a refusal
+  EXPECT_EQ(untouched_elems[2], -1);
+}
+
 }  // namespace
 }  // namespace hpshmem::ops

@@ -92,7 +92,6 @@ from hyper_parallel.core.symmetric_memory._checks import (
     _index,  # noqa: F401 (the compiled ops reach it through this module)
     _Indexed,
     _int,
-    _int64,
     _matrix,
     _mode,
     _overlap,
@@ -458,15 +457,12 @@ def shmem_alltoall(
     if not isinstance(send_tensor_list, (list, tuple)) or len(send_tensor_list) != w:
         raise _value_error(f"send_tensor_list must be a list of world_size = {w} tensors")
     check = _symmetric if mode == "pull" else _tensor
-    addrs, elems = [], []
+    addrs, elems, dtypes = [], [], []
     for p, t in enumerate(send_tensor_list):
         addr, numel, _, dtype = check(t, _Indexed("send_tensor_list", p))
-        if dtype != r_dtype:
-            raise _type_error(
-                f"send_tensor_list[{p}] ({dtype}) and receive_tensor ({r_dtype}) must have the same dtype"
-            )
         addrs.append(addr)
         elems.append(numel)
+        dtypes.append(dtype)
     if _handler.is_tensor(receive_list):
         if not _handler.is_integer_dtype(_handler.describe(receive_list)[3]):
             raise _type_error("receive_list must hold integers")
@@ -483,11 +479,7 @@ def shmem_alltoall(
         )
     if len(counts) != w:
         raise _value_error(f"receive_list must have world_size = {w} entries, has {len(counts)}")
-    if min(counts, default=0) < 0:
-        q = next(q for q, v in enumerate(counts) if v < 0)
-        _C.check_index(_int64(counts[q], f"receive_list[{q}]"), f"receive_list[{q}]")
-    if sum(counts) > r_numel:
-        raise _value_error(f"receive_list adds up to {sum(counts)} elements; receive_tensor has {r_numel}")
+    _C.alltoall_request(r_numel, itemsize, r_dtype, dtypes, elems, counts)
     collectives.alltoall(
         addrs, elems, r_addr, counts, itemsize, mode, _block_dim(block_dim), 0 if g is None else g.team
     )

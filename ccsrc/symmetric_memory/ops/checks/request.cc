@@ -92,4 +92,34 @@ Status BuildPartsRequest(const TensorArg& whole, const char* whole_name, const T
   return Status::OK();
 }
 
+Status BuildAlltoallRequest(const TensorArg& receive, const TensorArg* sends, const int64_t* counts, int world,
+                            const void** send_addrs, int64_t* send_elems) {
+  for (int p = 0; p < world; ++p) {
+    if (receive.itemsize <= 0 || sends[p].dtype != receive.dtype) {
+      auto name = [](const TensorArg& t) { return std::string(t.dtype_name ? t.dtype_name : "?"); };
+      return Status::TypeError("send_tensor_list[" + std::to_string(p) + "] (" + name(sends[p]) +
+                               ") and receive_tensor (" + name(receive) + ") must have the same dtype");
+    }
+  }
+  int64_t total = 0;
+  bool overflow = false;
+  for (int q = 0; q < world; ++q) {
+    if (counts[q] < 0) {
+      const std::string name = "receive_list[" + std::to_string(q) + "]";
+      return CheckIndex(counts[q], name.c_str());
+    }
+    overflow = overflow || __builtin_add_overflow(total, counts[q], &total);
+  }
+  if (overflow || total > receive.numel) {
+    return Status::InvalidArgument("receive_list adds up to " +
+                                   (overflow ? "more than " + std::to_string(INT64_MAX) : std::to_string(total)) +
+                                   " elements; receive_tensor has " + std::to_string(receive.numel));
+  }
+  for (int p = 0; p < world; ++p) {
+    send_addrs[p] = reinterpret_cast<const void*>(sends[p].addr);
+    send_elems[p] = sends[p].numel;
+  }
+  return Status::OK();
+}
+
 }  // namespace hpshmem::ops

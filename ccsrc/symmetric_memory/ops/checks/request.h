@@ -96,4 +96,15 @@ struct PartsRequest {
 Status BuildPartsRequest(const TensorArg& whole, const char* whole_name, const TensorArg& part, const char* part_name,
                          bool whole_is_output, int64_t world, PartsRequest* out);
 
+// An alltoall's tensors: `sends[p]` (send_tensor_list[p]) goes to rank p;
+// `counts[q]` elements (receive_list[q]) arrive from rank q, packed in rank
+// order into `receive`. Checks that every send tensor has receive's dtype
+// (TypeError naming send_tensor_list[p]), that every count is >= 0 and that
+// they add up to at most numel(receive), in that order; the lists' lengths
+// (`world` entries each) and which tensors are symmetric are the front end's
+// to check. Fills send_addrs[p] and send_elems[p] (`world` entries each) and
+// returns OK, or the first rule's message.
+Status BuildAlltoallRequest(const TensorArg& receive, const TensorArg* sends, const int64_t* counts, int world,
+                            const void** send_addrs, int64_t* send_elems);
+
 }  // namespace hpshmem::ops
