@@ -239,6 +239,7 @@ NB_MODULE(_hpshmem, m) {
       nb::arg("dest"), nb::arg("src"), nb::arg("bytes"), nb::arg("sig"), nb::arg("width"), nb::arg("value"),
       nb::arg("op"), nb::arg("pe"), nb::arg("block_dim") = 0);
   hpshmem_python::RegisterRequests(m);
+  hpshmem_python::RegisterMoe(m);
   m.def("signal", [](uintptr_t sig, int width, int64_t value, int op, int pe) {
     auto t = Width(width);
     // Not a wait and not a copy: a few atomics, cheaper with the GIL held.

@@ -17,4 +17,7 @@ void RegisterFastPath(nanobind::module_& m);
 // Adds the checked path's request builders and argument rules (requests.cc) to `m`.
 void RegisterRequests(nanobind::module_& m);
 
+// Adds the MoE buffer, handles, dispatch and combine (moe.cc) to `m`.
+void RegisterMoe(nanobind::module_& m);
+
 }  // namespace hpshmem_python

@@ -19,6 +19,7 @@ class SymmetricMemoryHandler(Protocol):
     name: str  # "torch" or "mindspore"
     int32: Dtype
     int64: Dtype
+    float32: Dtype
     # Drains work the framework has queued but not run (MindSpore PyNative), or None.
     sync: Optional[Callable[[], None]]
 

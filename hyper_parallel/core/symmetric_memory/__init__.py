@@ -105,6 +105,16 @@ from hyper_parallel.core.symmetric_memory._checks import (
     _wait_request,
 )
 from hyper_parallel.core.symmetric_memory._handle import SymmetricMemoryHandle
+from hyper_parallel.core.symmetric_memory._moe import (
+    MoeBuffer,
+    MoeCombineWork,
+    MoeDispatchWork,
+    MoeHandle,
+    moe_buffers,
+    shmem_moe_buffer,
+    shmem_moe_combine,
+    shmem_moe_dispatch,
+)
 from hyper_parallel.core.symmetric_memory._state import _Allocation, _ensure_init, _require_init, _state, _wrap
 
 # The algorithms import nothing from this package's API; imported once here, not per call (an
@@ -133,6 +143,13 @@ __all__ = [
     "shmem_broadcast",
     "fused_all_gather_matmul",
     "fused_matmul_reduce_scatter",
+    "shmem_moe_buffer",
+    "shmem_moe_dispatch",
+    "shmem_moe_combine",
+    "MoeBuffer",
+    "MoeHandle",
+    "MoeDispatchWork",
+    "MoeCombineWork",
     "ShmemError",
     "ShmemValueError",
     "ShmemTypeError",
@@ -775,6 +792,7 @@ def debug_state() -> Dict[str, Any]:
     d["platform"] = _handler.name
     with _state.lock:
         d["python_live_tensors"] = sum(1 for a in _state.allocs.values() for r in a.tensors if r() is not None)
+    d["moe_buffers"] = moe_buffers()
     return d
 
 

@@ -5,41 +5,10 @@
 #include <string>
 #include <type_traits>
 
+#include "ops/reduce/half.h"
+
 namespace hpshmem::ops {
 namespace {
-
-// Half-precision storage types and their conversions (round to nearest even).
-struct Half {
-  uint16_t bits;
-};
-struct BFloat16 {
-  uint16_t bits;
-};
-
-float ToFloat(Half h) {
-  _Float16 f;
-  std::memcpy(&f, &h.bits, 2);
-  return static_cast<float>(f);
-}
-Half FromFloat(float v, Half*) {
-  _Float16 f = static_cast<_Float16>(v);
-  Half h;
-  std::memcpy(&h.bits, &f, 2);
-  return h;
-}
-float ToFloat(BFloat16 b) {
-  uint32_t u = static_cast<uint32_t>(b.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-BFloat16 FromFloat(float v, BFloat16*) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((u >> 16) | 0x40)};  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1);
-  return BFloat16{static_cast<uint16_t>(u >> 16)};
-}
 
 template <class T>
 struct Acc {

@@ -78,6 +78,7 @@ class MindSporeSymmetricMemoryHandler:
     name = "mindspore"
     int32 = ms.int32
     int64 = ms.int64
+    float32 = ms.float32
 
     # ------------------------------------------------------------ rendezvous
     @staticmethod

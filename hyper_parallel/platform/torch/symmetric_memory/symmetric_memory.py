@@ -25,6 +25,7 @@ class TorchSymmetricMemoryHandler:
     name = "torch"
     int32 = torch.int32
     int64 = torch.int64
+    float32 = torch.float32
 
     _store_generation = 0
     sync = None  # eager torch on the CPU has finished an op when it returns: nothing to drain

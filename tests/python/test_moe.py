@@ -1,0 +1,287 @@
+"""MoE dispatch and combine against a NumPy oracle, in real multi-process jobs, once per framework.
+
+Every rank draws every rank's tokens and routing from the same seeds, so each can compute what it
+must receive and what its combine must return without communicating."""
+
+import os
+
+import numpy as np
+import pytest
+from frameworks import current, random_array, seed_of
+from launcher import assert_job_ok
+
+HERE = os.path.abspath(__file__)
+_TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2, "bfloat16": 2e-2}
+
+
+def _routing(kind: str, src: int, tokens: int, world: int, experts: int, k: int, seed: int) -> np.ndarray:
+    """topk_idx (tokens x k, int64) of rank `src` for routing `kind`."""
+    g = np.random.default_rng(seed)
+    local = experts // world
+    idx = np.full((tokens, k), -1, np.int64)
+    for t in range(tokens):
+        if kind == "random":  # distinct experts, some dropped
+            chosen = g.choice(experts, size=min(k, experts), replace=False)
+            idx[t, : len(chosen)] = chosen
+            idx[t, g.random(k) < 0.15] = -1
+        elif kind == "one_expert":  # every token of every rank to expert 0 (and nothing else)
+            idx[t, 0] = 0
+        elif kind == "remote":  # every expert on another rank
+            others = [e for e in range(experts) if e // local != src] or list(range(experts))
+            idx[t] = g.choice(others, size=k, replace=len(others) < k)
+        elif kind == "same_rank":  # all k experts on one rank (it receives the token once)
+            r = int(g.integers(world))
+            idx[t] = r * local + g.choice(local, size=k, replace=local < k)
+        elif kind == "duplicates":  # one expert named twice, and dropped tokens
+            e = int(g.integers(experts))
+            idx[t] = e
+            if t % 3 == 0:
+                idx[t] = -1
+        else:
+            raise ValueError(kind)
+    return idx
+
+
+def _inputs(world, cfg, src, call=0):
+    name, hidden, k, experts = cfg["dtype"], cfg["hidden"], cfg["topk"], cfg["experts"]
+    tokens = cfg["tokens"][src % len(cfg["tokens"])]
+    x = random_array(name, (tokens, hidden), seed_of("x", src, call, hidden))
+    idx = _routing(cfg["routing"], src, tokens, world, experts, k, seed_of("idx", src, call, cfg["routing"]))
+    w = np.random.default_rng(seed_of("w", src, call)).random((tokens, k)).astype(np.float32)
+    return x, idx, w
+
+
+def _expected_dispatch(world, me, cfg, call, layout, alignment):
+    """(rows as float64, topk ids, weights, tokens per expert, per row (src, token))."""
+    k, local = cfg["topk"], cfg["experts"] // world
+    lo, hi = me * local, (me + 1) * local
+    entries = []  # (src, t, local experts of the token, row, ids, weights)
+    for s in range(world):
+        x, idx, w = _inputs(world, cfg, s, call)
+        for t in range(x.shape[0]):
+            mine = sorted({int(e) - lo for e in idx[t] if lo <= e < hi})
+            if not mine:
+                continue
+            ids = np.where((idx[t] >= lo) & (idx[t] < hi), idx[t] - lo, -1)
+            ws = np.where(ids >= 0, w[t], 0).astype(np.float32)
+            entries.append((s, t, mine, x[t].astype(np.float64), ids, ws))
+    counts = [sum(1 for en in entries if e in en[2]) for e in range(local)]
+    padded = [-(-c // alignment) * alignment for c in counts]
+    if layout == "rank_major":
+        rows = [(en[3], en[4], en[5], (en[0], en[1])) for en in entries]
+    else:
+        rows = []
+        hidden = cfg["hidden"]
+        for e in range(local):
+            group = [(en[3], en[4], en[5], (en[0], en[1])) for en in entries if e in en[2]]
+            group += [(np.zeros(hidden), np.full(k, -1), np.zeros(k, np.float32), None)] * (padded[e] - len(group))
+            rows += group
+    return rows, padded
+
+
+def _check_rows(F, got, want, name, what):
+    g = F.values(got)
+    assert g.shape == want.shape, f"{what}: shape {g.shape} != {want.shape}"
+    if name in ("float32", "float64"):
+        assert np.array_equal(g, want), f"{what}: rows differ"
+    else:  # half precision went through the oracle as float32 values of the same bits
+        assert np.array_equal(g.astype(np.float32), want.astype(np.float32)), f"{what}: rows differ"
+
+
+def scenario_moe_round_trip(rank, world, cfg):
+    """Dispatch, then combine with and without weights, `calls` times on one buffer, both layouts."""
+    import hyper_parallel.core.symmetric_memory as symm
+
+    F = current()
+    name, hidden, k, experts = cfg["dtype"], cfg["hidden"], cfg["topk"], cfg["experts"]
+    max_tokens = max(cfg["tokens"])
+    buf = symm.shmem_moe_buffer(max_tokens, hidden, F.dtype(name), experts, k)
+    assert buf.describe()["bytes"] == symm.debug_state()["moe_buffers"][0]["bytes"] > 0
+    tol = _TOL[name]
+    for call in range(cfg["calls"]):
+        layout = cfg["layouts"][call % len(cfg["layouts"])]
+        alignment = cfg["alignment"] if layout == "expert_major" else 1
+        xs, idx, w = _inputs(world, cfg, rank, call)
+        x = F.tensor(xs, name)
+        weights = F.tensor(w, "float32")
+        recv_x, recv_idx, recv_w, per_expert, handle = symm.shmem_moe_dispatch(
+            x,
+            F.tensor(idx, "int64" if call % 2 == 0 else "int32"),
+            weights,
+            buffer=buf,
+            expert_alignment=alignment,
+            layout=layout,
+        )
+        rows, padded = _expected_dispatch(world, rank, cfg, call, layout, alignment)
+        want_x = np.array([r[0] for r in rows]).reshape(len(rows), hidden)
+        if name in ("float16", "bfloat16"):
+            want_x = F.values(F.tensor(want_x, name)) if len(rows) else want_x
+        what = f"rank {rank} call {call} {layout}"
+        _check_rows(F, recv_x, want_x, name, what + " recv_x")
+        assert np.array_equal(F.values(recv_idx), np.array([r[1] for r in rows]).reshape(len(rows), k)), what
+        assert np.array_equal(
+            F.values(recv_w).astype(np.float32), np.array([r[2] for r in rows], np.float32).reshape(len(rows), k)
+        ), what
+        assert list(F.values(per_expert)) == padded, f"{what}: tokens per expert {F.values(per_expert)} != {padded}"
+        assert handle.num_recv_rows == len(rows)
+
+        # Each rank's experts: identity scaled by (rank + 1); the combine returns, per token,
+        # the sum over its (rank, expert) rows of (rank + 1) x token [x weights].
+        scaled = F.tensor(F.values(recv_x) * (rank + 1), name)
+        plain = symm.shmem_moe_combine(scaled, handle, buffer=buf)
+        again = symm.shmem_moe_combine(scaled, handle)
+        assert F.bits(plain).tobytes() == F.bits(again).tobytes(), f"{what}: combine not bit-identical"
+        weighted = symm.shmem_moe_combine(scaled, handle, topk_weights=recv_w)
+        local = experts // world
+        want_plain = np.zeros((xs.shape[0], hidden))
+        want_weighted = np.zeros((xs.shape[0], hidden))
+        xr = F.values(x)
+        for t in range(xs.shape[0]):
+            for d in range(world):
+                on_d = [j for j in range(k) if idx[t, j] >= 0 and idx[t, j] // local == d]
+                if not on_d:
+                    continue
+                n_rows = 1 if layout == "rank_major" else len({int(idx[t, j]) for j in on_d})
+                want_plain[t] += n_rows * (d + 1) * xr[t]
+                want_weighted[t] += sum(float(w[t, j]) for j in on_d) * (d + 1) * xr[t]
+        for got, want, kind in ((plain, want_plain, "plain"), (weighted, want_weighted, "weighted")):
+            g = F.values(got)
+            assert g.shape == want.shape, f"{what} {kind}: shape {g.shape} != {want.shape}"
+            err = float((np.abs(g - want) / (np.abs(want) + 1)).max()) if want.size else 0.0
+            assert err <= tol * 4 * world, f"{what} {kind}: max relative error {err}"
+    symm.barrier()
+
+
+def scenario_moe_refusals(rank, world):
+    """A bad argument on one rank raises there and CollectiveMismatchError on the others; nothing
+    is written and the buffer serves the next call."""
+    import hyper_parallel.core.symmetric_memory as symm
+
+    F = current()
+    hidden, k, experts, tokens = 5, 2, 2 * world, 7
+    buf = symm.shmem_moe_buffer(tokens, hidden, F.dtype("float32"), experts, k)
+    bad = world - 1
+    good_x = F.tensor(np.arange(tokens * hidden, dtype=np.float32).reshape(tokens, hidden) + rank, "float32")
+    good_idx = F.tensor(np.arange(tokens * k).reshape(tokens, k) % experts, "int64")
+    cases = [
+        (ValueError, "topk_idx[3, 1] = ", good_x, "out_of_range"),
+        (ValueError, "the buffer holds at most 7 per rank", "too_many", good_idx),
+        (ValueError, "hidden size 6", "wide", good_idx),
+        (TypeError, "the buffer holds", "float64", good_idx),
+        (TypeError, "topk_idx must be an int32 or int64", good_x, "float_idx"),
+        (ValueError, "layout must be", good_x, good_idx),
+    ]
+    for exc, message, x, idx in cases:
+        layout = "rank_major"
+        if rank == bad:
+            if isinstance(x, str) and x == "too_many":
+                x = F.tensor(np.zeros((tokens + 1, hidden), np.float32), "float32")
+                idx = F.tensor(np.zeros((tokens + 1, k)), "int64")
+            elif isinstance(x, str) and x == "wide":
+                x = F.tensor(np.zeros((tokens, hidden + 1), np.float32), "float32")
+            elif isinstance(x, str) and x == "float64":
+                x = F.tensor(np.zeros((tokens, hidden)), "float64")
+            if isinstance(idx, str) and idx == "out_of_range":
+                a = np.arange(tokens * k).reshape(tokens, k) % experts
+                a[3, 1] = experts
+                idx = F.tensor(a, "int64")
+            elif isinstance(idx, str) and idx == "float_idx":
+                idx = F.tensor(np.zeros((tokens, k)), "float32")
+            if message.startswith("layout"):
+                layout = "by_rank"
+        else:
+            x = good_x
+            idx = good_idx
+        try:
+            symm.shmem_moe_dispatch(x, idx, buffer=buf, layout=layout)
+        except Exception as e:  # noqa: BLE001 - the kind is what is checked
+            if rank == bad:
+                assert isinstance(e, exc) and message in str(e), f"rank {rank}: {type(e).__name__}: {e}"
+            else:
+                assert isinstance(e, symm.CollectiveMismatchError), f"rank {rank}: {type(e).__name__}: {e}"
+                assert f"group rank {bad} refused" in str(e), str(e)
+        else:
+            raise AssertionError(f"rank {rank}: {message} was not raised")
+    # The buffer still works, and a bad combine is refused the same way.
+    recv_x, _, _, _, handle = symm.shmem_moe_dispatch(good_x, good_idx, buffer=buf)
+    if rank == bad:
+        wrong = F.tensor(np.zeros((F.shape(recv_x)[0] + 1, hidden), np.float32), "float32")
+    else:
+        wrong = recv_x
+    try:
+        symm.shmem_moe_combine(wrong, handle)
+    except Exception as e:  # noqa: BLE001
+        if rank == bad:
+            assert isinstance(e, ValueError) and "expert_out must have shape" in str(e), str(e)
+        else:
+            assert isinstance(e, symm.CollectiveMismatchError), f"{type(e).__name__}: {e}"
+    else:
+        raise AssertionError("the bad combine was not refused")
+    out = symm.shmem_moe_combine(recv_x, handle)
+    want = F.values(good_x) * np.array([len({int(e) // 2 for e in row}) for row in F.values(good_idx)])[:, None]
+    assert np.array_equal(F.values(out), want)
+    symm.barrier()
+
+
+def scenario_moe_async_and_reuse(rank, world, calls):
+    """`calls` back-to-back dispatches and combines on one buffer, every other one asynchronous,
+    with arrivals reported before wait()."""
+    import hyper_parallel.core.symmetric_memory as symm
+
+    F = current()
+    hidden, k, experts = 3, 2, world
+    buf = symm.shmem_moe_buffer(11, hidden, F.dtype("float32"), experts, k)
+    for call in range(calls):
+        tokens = (call + rank) % 12
+        x = F.tensor(random_array("float32", (tokens, hidden), seed_of(rank, call)), "float32")
+        idx = F.tensor(np.random.default_rng(seed_of("i", rank, call)).integers(-1, experts, (tokens, k)), "int64")
+        if call % 2:
+            work = symm.shmem_moe_dispatch(x, idx, buffer=buf, async_op=True)
+            arrived = work.arrived()
+            assert all(0 <= r < world for r in arrived)
+            recv_x, _, _, _, handle = work.wait()
+            assert work.is_completed() and len(work.arrived()) == world
+            out = symm.shmem_moe_combine(recv_x, handle, async_op=True).wait()
+        else:
+            recv_x, _, _, _, handle = symm.shmem_moe_dispatch(x, idx, buffer=buf)
+            out = symm.shmem_moe_combine(recv_x, handle)
+        ranks_of = [len({int(e) for e in row if e >= 0}) for row in F.values(idx)]
+        want = F.values(x) * np.array(ranks_of, dtype=np.float64)[:, None]
+        assert np.array_equal(F.values(out), want), f"rank {rank} call {call}"
+    assert buf.describe()["dispatches"] == calls and buf.describe()["combines"] == calls
+    symm.barrier()
+
+
+_BASE = {"topk": 2, "calls": 2, "alignment": 4, "layouts": ["rank_major", "expert_major"]}
+CASES = {
+    "random-f32": dict(_BASE, dtype="float32", hidden=33, experts=8, tokens=[17, 5, 0, 23], routing="random"),
+    "one-expert-bf16": dict(_BASE, dtype="bfloat16", hidden=7, experts=4, tokens=[9, 13], routing="one_expert"),
+    "remote-f16": dict(_BASE, dtype="float16", hidden=64, experts=8, tokens=[31], routing="remote", topk=3),
+    "same-rank-f64": dict(_BASE, dtype="float64", hidden=1, experts=12, tokens=[6, 0, 11], routing="same_rank"),
+    "duplicates-f32": dict(_BASE, dtype="float32", hidden=5, experts=4, tokens=[19, 2], routing="duplicates", topk=4),
+}
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("case", list(CASES))
+def test_dispatch_and_combine_against_the_oracle(case, world):
+    cfg = dict(CASES[case])
+    if cfg["experts"] % world:
+        cfg["experts"] = world * 2
+    assert_job_ok(HERE, "scenario_moe_round_trip", world, timeout=300, kwargs={"cfg": cfg})
+
+
+@pytest.mark.parametrize("fw", ["torch", "mindspore"])
+def test_both_frameworks_and_simulated_hosts(fw):
+    cfg = dict(CASES["random-f32"], experts=12)
+    assert_job_ok(HERE, "scenario_moe_round_trip", 3, timeout=300, framework=fw, kwargs={"cfg": cfg})
+    assert_job_ok(HERE, "scenario_moe_round_trip", 4, timeout=300, framework=fw, layout="hosts", kwargs={"cfg": cfg})
+
+
+@pytest.mark.parametrize("fw", ["torch", "mindspore"])
+def test_refusals_raise_on_every_rank(fw):
+    assert_job_ok(HERE, "scenario_moe_refusals", 3, timeout=300, framework=fw)
+
+
+def test_back_to_back_calls_on_one_buffer_sync_and_async():
+    assert_job_ok(HERE, "scenario_moe_async_and_reuse", 3, timeout=300, kwargs={"calls": 100})
