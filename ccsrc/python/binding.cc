@@ -122,6 +122,10 @@ void RaiseStatus(const Status& s) { Raise(s); }
 
 NB_MODULE(_hpshmem, m) {
   m.doc() = "libhpshmem binding: addresses and byte counts in; see hyper_parallel.core.symmetric_memory.";
+  // A MoE handle held by an autograd graph that is still alive when the interpreter exits (a
+  // module-level result) is never released: torch's C++ graph nodes are not torn down with the
+  // interpreter. nanobind would report it (and every type) as leaked on every such exit.
+  nb::set_leak_warnings(false);
   RegisterErrors(m);
   hpshmem_python::RegisterFastPath(m);
 

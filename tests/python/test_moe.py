@@ -252,6 +252,87 @@ def scenario_moe_async_and_reuse(rank, world, calls):
     symm.barrier()
 
 
+def _grad_inputs(world, src, cfg, torch):
+    """Rank src's tokens, routing, weights and its experts' matrix and loss weights (float64)."""
+    hidden, k, experts = cfg["hidden"], cfg["topk"], cfg["experts"]
+    tokens = cfg["tokens"][src % len(cfg["tokens"])]
+    g = np.random.default_rng(seed_of("grad", src))
+    idx = _routing(cfg["routing"], src, tokens, world, experts, k, seed_of("gidx", src))
+    return (
+        torch.tensor(g.standard_normal((tokens, hidden))),
+        torch.tensor(idx),
+        torch.tensor(g.random((tokens, k)).astype(np.float32).astype(np.float64)),
+        torch.tensor(g.standard_normal((hidden, hidden)) / hidden),
+        torch.tensor(g.standard_normal((tokens, hidden))),
+    )
+
+
+def scenario_moe_grad(rank, world, cfg):
+    """Gradients of x, the router's weights and the experts' parameters through dispatch, a
+    per-rank expert (recv_x @ W_rank) and a weighted (or plain) combine, against torch autograd
+    of the same computation written with index arithmetic on every rank's data in one process."""
+    import torch
+
+    import hyper_parallel.core.symmetric_memory as symm
+
+    dtype = getattr(torch, cfg["dtype"])
+    hidden, k, experts = cfg["hidden"], cfg["topk"], cfg["experts"]
+    local = experts // world
+    buf = symm.shmem_moe_buffer(max(cfg["tokens"]), hidden, dtype, experts, k)
+    tol = 1e-10 if cfg["dtype"] == "float64" else 2e-4
+
+    # The oracle: every rank's loss, summed, differentiated in one process.
+    data = [
+        [t.clone().requires_grad_(i in (0, 2, 3)) for i, t in enumerate(_grad_inputs(world, s, cfg, torch))]
+        for s in range(world)
+    ]
+    total = 0
+    for s in range(world):
+        x, idx, w, _, gl = data[s]
+        out = torch.zeros_like(x)
+        for d in range(world):
+            on_d = (idx >= d * local) & (idx < (d + 1) * local)
+            y = x @ data[d][3]
+            if cfg["weighted"]:
+                factor = (w * on_d).sum(1, keepdim=True)
+            elif cfg["layout"] == "rank_major":
+                factor = on_d.any(1, keepdim=True).to(x.dtype)
+            else:  # one row per distinct local expert
+                distinct = [len({int(e) for e in row if d * local <= e < (d + 1) * local}) for row in idx]
+                factor = torch.tensor(distinct, dtype=x.dtype)[:, None]
+            out = out + factor * y
+        total = total + (out * gl).sum()
+    total.backward()
+
+    for step in range(cfg["steps"]):
+        x0, idx, w0, W0, gl = _grad_inputs(world, rank, cfg, torch)
+        x = x0.to(dtype).requires_grad_(True)
+        w = w0.to(torch.float32).requires_grad_(True)
+        W = W0.to(dtype).requires_grad_(True)
+        recv_x, recv_idx, recv_w, counts, handle = symm.shmem_moe_dispatch(
+            x, idx, w if cfg["weighted"] else None, buffer=buf, layout=cfg["layout"], expert_alignment=3
+        )
+        y = recv_x @ W
+        out = symm.shmem_moe_combine(y, handle, topk_weights=recv_w if cfg["weighted"] else None)
+        (out.to(torch.float64) * gl).sum().backward()
+        want = [data[rank][0].grad, data[rank][3].grad] + ([data[rank][2].grad] if cfg["weighted"] else [])
+        got = [x.grad, W.grad] + ([w.grad] if cfg["weighted"] else [])
+        for name, gv, wv in zip(("x", "W", "topk_weights"), got, want):
+            err = float(((gv.to(torch.float64) - wv).abs() / (wv.abs() + 1)).max()) if wv.numel() else 0.0
+            limit = max(tol, 1e-6) if name == "topk_weights" else tol  # a float32 tensor
+            assert err <= limit, f"rank {rank} step {step}: grad of {name} off by {err}"
+    # Not differentiable asynchronously: refused on every rank, nothing hangs.
+    x = torch.zeros((1, hidden), dtype=dtype, requires_grad=rank == 0)
+    try:
+        symm.shmem_moe_dispatch(x, torch.zeros((1, k), dtype=torch.int64), buffer=buf, async_op=True).wait()
+    except Exception as e:  # noqa: BLE001
+        want_type = ValueError if rank == 0 else symm.CollectiveMismatchError
+        assert isinstance(e, want_type), f"{type(e).__name__}: {e}"
+    else:
+        raise AssertionError("an async dispatch with autograd was not refused")
+    symm.barrier()
+
+
 _BASE = {"topk": 2, "calls": 2, "alignment": 4, "layouts": ["rank_major", "expert_major"]}
 CASES = {
     "random-f32": dict(_BASE, dtype="float32", hidden=33, experts=8, tokens=[17, 5, 0, 23], routing="random"),
@@ -285,3 +366,30 @@ def test_refusals_raise_on_every_rank(fw):
 
 def test_back_to_back_calls_on_one_buffer_sync_and_async():
     assert_job_ok(HERE, "scenario_moe_async_and_reuse", 3, timeout=300, kwargs={"calls": 100})
+
+
+@pytest.mark.parametrize(
+    "world,layout,weighted,dtype",
+    [
+        (1, "rank_major", True, "float64"),
+        (3, "rank_major", True, "float64"),
+        (3, "expert_major", True, "float64"),
+        (3, "expert_major", False, "float64"),
+        (4, "rank_major", False, "float32"),
+    ],
+)
+def test_gradients_against_the_oracle(world, layout, weighted, dtype):
+    cfg = dict(
+        dtype=dtype,
+        hidden=2 if world == 1 else 6,  # 2 < topk: the weights travel in two combines
+        topk=3,
+        experts=2 * world,
+        tokens=[7, 0, 11, 4][:world],
+        routing="random",
+        layout=layout,
+        weighted=weighted,
+        steps=2,
+    )
+    if world == 3:
+        cfg["routing"] = "duplicates"
+    assert_job_ok(HERE, "scenario_moe_grad", world, timeout=300, kwargs={"cfg": cfg})

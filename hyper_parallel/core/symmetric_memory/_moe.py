@@ -120,6 +120,43 @@ def _weights_arg(w, name: str):
     return addr, rows, cols
 
 
+def _dispatch_args(buffer: MoeBuffer, x, topk_idx, topk_weights, layout, expert_alignment):
+    """The dispatch's arguments read, as algorithms.moe.dispatch takes them (after the buffer)."""
+    x_addr, tokens, hidden, _, x_dtype = _matrix_arg(x, "x")
+    code = _reduce_code_of(x_dtype)
+    if code is None or x_dtype != buffer.dtype:
+        raise _type_error(f"x has dtype {x_dtype}; the buffer holds {buffer.dtype}")
+    i_addr, i_rows, i_cols, i_bytes, i_dtype = _matrix_arg(topk_idx, "topk_idx")
+    if not _handler.is_integer_dtype(i_dtype) or i_bytes not in (4, 8):
+        raise _type_error(f"topk_idx must be an int32 or int64 tensor, got {i_dtype}")
+    w_info = _weights_arg(topk_weights, "topk_weights")
+    if layout not in _algo.LAYOUTS:
+        raise _value_error(f"layout must be 'rank_major' or 'expert_major', got {layout!r}")
+    alignment = _int(expert_alignment, "expert_alignment")
+    return (
+        x,
+        (x_addr, tokens, hidden, code),
+        topk_idx,
+        (i_addr, i_rows, i_cols, i_bytes),
+        topk_weights,
+        w_info,
+        _algo.LAYOUTS[layout],
+        alignment,
+    )
+
+
+def _grad_check(async_op: bool, *tensors) -> bool:
+    """Whether the call records a backward (autograd on, an input requiring grad); refuses an
+    asynchronous one, whose result the graph could not wait for."""
+    grad = _handler.wants_grad(*tensors)
+    if grad and async_op:
+        raise _value_error(
+            "async_op=True calls are not differentiable; call it synchronously to train through it, "
+            "or detach its inputs (or run under no_grad)"
+        )
+    return grad
+
+
 def shmem_moe_dispatch(
     x: Tensor,
     topk_idx: Tensor,
@@ -147,41 +184,36 @@ def shmem_moe_dispatch(
     no barrier. `async_op=True` returns a work object whose ``wait()`` returns the same tuple
     and whose ``arrived()`` lists the group ranks whose tokens are already here.
 
+    Differentiable (torch): with autograd on and `x` or `topk_weights` requiring grad, the
+    backward of ``recv_x`` is a combine (each token's gradient is the sum of its rows' from
+    every rank) and of ``recv_topk_weights`` a combine of the weights' gradients. Every rank of
+    the group must then run the backward; `topk_idx` must not change before it does.
+
     Raises: ShmemTypeError / ShmemValueError naming the argument (expert ids out of range, more
-    tokens than the buffer holds, a hidden size or dtype other than the buffer's) on this rank,
-    and CollectiveMismatchError on the other ranks of the group, nothing written;
-    ShmemTimeoutError, PeerDeadError.
+    tokens than the buffer holds, a hidden size or dtype other than the buffer's, async_op with
+    autograd) on this rank, and CollectiveMismatchError on the other ranks of the group, nothing
+    written; ShmemTimeoutError, PeerDeadError.
     """
     if _sync is not None:
         _sync()
     buffer = _buffer(buffer)
     try:
-        x_addr, tokens, hidden, _, x_dtype = _matrix_arg(x, "x")
-        code = _reduce_code_of(x_dtype)
-        if code is None or x_dtype != buffer.dtype:
-            raise _type_error(f"x has dtype {x_dtype}; the buffer holds {buffer.dtype}")
-        i_addr, i_rows, i_cols, i_bytes, i_dtype = _matrix_arg(topk_idx, "topk_idx")
-        if not _handler.is_integer_dtype(i_dtype) or i_bytes not in (4, 8):
-            raise _type_error(f"topk_idx must be an int32 or int64 tensor, got {i_dtype}")
-        w_info = _weights_arg(topk_weights, "topk_weights")
-        if layout not in _algo.LAYOUTS:
-            raise _value_error(f"layout must be 'rank_major' or 'expert_major', got {layout!r}")
-        alignment = _int(expert_alignment, "expert_alignment")
+        args = _dispatch_args(buffer, x, topk_idx, topk_weights, layout, expert_alignment)
+        grad = _grad_check(bool(async_op), x, topk_weights)
     except Exception:
         _algo.refuse_dispatch(buffer)
         raise
-    return _algo.dispatch(
-        buffer,
-        x,
-        (x_addr, tokens, hidden, code),
-        topk_idx,
-        (i_addr, i_rows, i_cols, i_bytes),
-        topk_weights,
-        w_info,
-        _algo.LAYOUTS[layout],
-        alignment,
-        bool(async_op),
-    )
+    if grad:
+        return _handler.moe_autograd.dispatch(lambda: _algo.dispatch(buffer, *args, False), x, topk_weights, _GRAD_OPS)
+    return _algo.dispatch(buffer, *args, bool(async_op))
+
+
+def _combine_args(expert_out, handle: MoeHandle, topk_weights):
+    e_addr, rows, hidden, _, e_dtype = _matrix_arg(expert_out, "expert_out")
+    code = _reduce_code_of(e_dtype)
+    if code is None or e_dtype != handle.buffer.dtype:
+        raise _type_error(f"expert_out has dtype {e_dtype}; the buffer holds {handle.buffer.dtype}")
+    return (e_addr, rows, hidden, code), _weights_arg(topk_weights, "topk_weights")
 
 
 def shmem_moe_combine(
@@ -203,6 +235,10 @@ def shmem_moe_combine(
     token's experts on this rank in rank_major). Padding rows are ignored. `buffer` defaults to
     the handle's. `async_op=True` returns a work object whose ``wait()`` returns the result.
 
+    Differentiable (torch): the backward of the result is a dispatch of its gradient along the
+    handle's routing (then weighted as the forward was), and `topk_weights` gets the dot product
+    of each row's output and its gradient. Every rank of the group must then run the backward.
+
     Raises: as :func:`shmem_moe_dispatch` (ShmemValueError when expert_out's shape is not
     (rows of recv_x, hidden)).
     """
@@ -214,15 +250,52 @@ def shmem_moe_combine(
         raise _value_error("buffer is not the buffer of the dispatch that returned handle")
     _buffer(handle.buffer)
     try:
-        e_addr, rows, hidden, _, e_dtype = _matrix_arg(expert_out, "expert_out")
-        code = _reduce_code_of(e_dtype)
-        if code is None or e_dtype != handle.buffer.dtype:
-            raise _type_error(f"expert_out has dtype {e_dtype}; the buffer holds {handle.buffer.dtype}")
-        w_info = _weights_arg(topk_weights, "topk_weights")
+        e_info, w_info = _combine_args(expert_out, handle, topk_weights)
+        grad = _grad_check(bool(async_op), expert_out, topk_weights)
     except Exception:
         _algo.refuse_combine(handle)
         raise
-    return _algo.combine(handle, (e_addr, rows, hidden, code), w_info, bool(async_op))
+    if grad:
+        return _handler.moe_autograd.combine(
+            lambda: _algo.combine(handle, e_info, w_info, False), expert_out, topk_weights, handle, _GRAD_OPS
+        )
+    return _algo.combine(handle, e_info, w_info, bool(async_op))
+
+
+class _GradOps:
+    """The plain (non-differentiable) calls the backward passes make: the backward of a dispatch
+    is a combine along its handle, the backward of a combine a dispatch along the same routing."""
+
+    @staticmethod
+    def combine(expert_out, handle: MoeHandle):
+        """Sums expert_out's rows home along handle (no weights): tokens x hidden."""
+        try:
+            e_info, w_info = _combine_args(expert_out, handle, None)
+        except Exception:
+            _algo.refuse_combine(handle)
+            raise
+        return _algo.combine(handle, e_info, w_info, False)
+
+    @staticmethod
+    def redispatch(x, handle: MoeHandle):
+        """Sends x (tokens x hidden) along handle's routing: rows x hidden, row for row as the
+        dispatch's recv_x (the dispatch is deterministic)."""
+        buffer = handle.buffer
+        try:
+            args = _dispatch_args(buffer, x, handle.topk_idx, None, handle.layout, handle.expert_alignment)
+        except Exception:
+            _algo.refuse_dispatch(buffer)
+            raise
+        recv = _algo.dispatch(buffer, *args, False)[0]
+        if _handler.ndim_shape(recv)[0] != handle.num_recv_rows:
+            raise _value_error(
+                f"the backward's dispatch received {_handler.ndim_shape(recv)[0]} rows where the forward "
+                f"received {handle.num_recv_rows}: topk_idx changed between the forward and the backward"
+            )
+        return recv
+
+
+_GRAD_OPS = _GradOps()
 
 
 __all__ = [

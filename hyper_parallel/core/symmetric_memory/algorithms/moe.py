@@ -60,12 +60,17 @@ class MoeBuffer:
 
 
 class MoeHandle:
-    """One dispatch's routing: what :func:`shmem_moe_combine` needs to send each row home."""
+    """One dispatch's routing: what :func:`shmem_moe_combine` needs to send each row home, and
+    what the backward passes need to send gradients along the same routes."""
 
-    def __init__(self, buffer: MoeBuffer, core, *, weighted: bool):
+    def __init__(self, buffer: MoeBuffer, core, *, weighted: bool, route, recv_topk_idx, counts):
         self.buffer = buffer
         self._core = core
         self.weighted = weighted
+        # The dispatch's topk_idx (referenced, not copied), layout name and alignment.
+        self.topk_idx, self.layout, self.expert_alignment = route
+        self.recv_topk_idx = recv_topk_idx
+        self.recv_tokens_per_expert = counts
 
     @property
     def num_recv_rows(self) -> int:
@@ -91,7 +96,10 @@ class MoeHandle:
         return list(_C.moe_dispatch_arrived(self.buffer._core, self._core))
 
 
-def _unpack(buffer: MoeBuffer, core, weighted: bool):
+_LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
+
+
+def _unpack(buffer: MoeBuffer, core, weighted: bool, route):
     """Allocates the outputs of a received call and copies it out; releases the space on failure."""
     h = buffer._h
     try:
@@ -105,7 +113,7 @@ def _unpack(buffer: MoeBuffer, core, weighted: bool):
         _C.moe_dispatch_release(buffer._core, core)
         raise
     _C.moe_dispatch_unpack(buffer._core, core, *addr)
-    handle = MoeHandle(buffer, core, weighted=weighted)
+    handle = MoeHandle(buffer, core, weighted=weighted, route=route, recv_topk_idx=recv_idx, counts=counts)
     return recv_x, recv_idx, recv_w if weighted else None, counts, handle
 
 
@@ -113,8 +121,8 @@ class MoeDispatchWork:
     """An asynchronous dispatch: :meth:`wait` completes it and returns what the synchronous
     call returns; :meth:`arrived` lists the group ranks whose tokens are already here."""
 
-    def __init__(self, buffer: MoeBuffer, core, weighted: bool):
-        self._buffer, self._core, self._weighted = buffer, core, weighted
+    def __init__(self, buffer: MoeBuffer, core, weighted: bool, route):
+        self._buffer, self._core, self._weighted, self._route = buffer, core, weighted, route
         self._result: Optional[Tuple[Any, ...]] = None
 
     def arrived(self) -> List[int]:
@@ -126,7 +134,7 @@ class MoeDispatchWork:
     def wait(self):
         if self._result is None:
             _C.moe_dispatch_wait(self._buffer._core, self._core)
-            self._result = _unpack(self._buffer, self._core, self._weighted)
+            self._result = _unpack(self._buffer, self._core, self._weighted, self._route)
         return self._result
 
 
@@ -154,9 +162,10 @@ def dispatch(buffer: MoeBuffer, x, x_info, idx, idx_info, weights, w_info, layou
         alignment,
         not async_op,
     )
+    route = (idx, _LAYOUT_NAMES[layout], alignment)
     if async_op:
-        return MoeDispatchWork(buffer, core, weights is not None)
-    return _unpack(buffer, core, weights is not None)
+        return MoeDispatchWork(buffer, core, weights is not None, route)
+    return _unpack(buffer, core, weights is not None, route)
 
 
 def refuse_dispatch(buffer: MoeBuffer) -> None:

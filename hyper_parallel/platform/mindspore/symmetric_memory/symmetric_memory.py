@@ -297,3 +297,9 @@ class MindSporeSymmetricMemoryHandler:
 
     def ndim_shape(self, t):
         return tuple(t.shape)
+
+    # ------------------------------------------------------------ autograd
+    def wants_grad(self, *tensors) -> bool:
+        """MoE dispatch and combine have no bprop on MindSpore yet: their results are constants
+        to MindSpore's autodiff (as a custom op without a bprop)."""
+        return False

@@ -244,3 +244,15 @@ class TorchSymmetricMemoryHandler:
 
     def ndim_shape(self, t):
         return tuple(t.shape)
+
+    # ------------------------------------------------------------ autograd
+    def wants_grad(self, *tensors) -> bool:
+        """Whether a call on these tensors (None: absent) must be recorded for autograd."""
+        return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+    @property
+    def moe_autograd(self):
+        """How MoE dispatch and combine are differentiated (dispatch / combine wrappers)."""
+        from hyper_parallel.platform.torch.symmetric_memory import moe_autograd
+
+        return moe_autograd
