@@ -112,12 +112,14 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json
 	$(PY) benchmarks/bench_oshmem.py --repeat 3 --out bench-results/oshmem.json
 	$(PY) benchmarks/bench_backend.py --repeat 2 --out bench-results/backend.json
+	$(PY) benchmarks/bench_moe.py --repeat 2 --out bench-results/moe.json
 	$(PY) benchmarks/report.py bench-results
 
 demo: install
 	torchrun --nproc-per-node 2 examples/put_signal.py
 	torchrun --nproc-per-node 4 examples/ring.py
 	torchrun --nproc-per-node 2 examples/fused_all_gather_matmul.py
+	torchrun --nproc-per-node 4 examples/moe_layer.py
 	GLOG_v=3 msrun --worker_num 2 --local_worker_num 2 --join True --log_dir build/msrun_logs \
 	  --master_port $$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
 	  examples/mindspore/put_signal.py

@@ -47,6 +47,15 @@ def test_rfc_example_fused_all_gather_matmul_under_torchrun():
     assert r.stdout.count("match gloo all_gather + matmul") == 2, r.stdout
 
 
+def test_moe_layer_example_trains_under_torchrun_on_3_ranks():
+    # 3 ranks do not divide its 8 experts: the buffer is refused on every rank, clearly.
+    r = _torchrun(3, "moe_layer.py")
+    assert r.returncode != 0 and "num_experts must be a positive multiple" in r.stdout + r.stderr, r.stdout + r.stderr
+    r = _torchrun(4, "moe_layer.py", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "moe_layer OK" in r.stdout and r.stdout.count("over 20 steps") == 4, r.stdout
+
+
 SPAWN_SCRIPT = r"""
 import os, socket, sys
 import torch, torch.distributed as dist, torch.multiprocessing as mp
