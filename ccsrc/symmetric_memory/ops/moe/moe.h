@@ -124,7 +124,8 @@ Status MoeDispatchWait(MoeBuffer* buffer, MoeDispatchHandle* handle);
 // Copies the received tokens out (recv_x: rows x hidden; recv_topk: rows x k
 // int64, local expert ids or -1; recv_weights: rows x k float32, 0 where -1;
 // expert_counts: local experts int64) and acknowledges every source.
-// Pointers may be null when rows is 0 (expert_counts when L is 0).
+// Pointers may be null when rows is 0 (expert_counts when L is 0); recv_weights
+// may be null always (no weights wanted).
 Status MoeDispatchUnpack(MoeBuffer* buffer, MoeDispatchHandle* handle, void* recv_x, int64_t* recv_topk,
                          float* recv_weights, int64_t* expert_counts);
 

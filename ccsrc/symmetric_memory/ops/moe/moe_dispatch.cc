@@ -242,7 +242,7 @@ Status MoeDispatchUnpack(MoeBuffer* buffer, MoeDispatchHandle* handle, void* rec
       const bool here = ids[j] >= 0 && le >= 0 && le < local;
       h.row_topk[static_cast<size_t>(r) * k + j] = here ? static_cast<int32_t>(le) : -1;
       recv_topk[static_cast<size_t>(r) * k + j] = here ? le : -1;
-      recv_weights[static_cast<size_t>(r) * k + j] = here ? w[j] : 0.0f;
+      if (recv_weights) recv_weights[static_cast<size_t>(r) * k + j] = here ? w[j] : 0.0f;
     }
     h.row_source[r] = s;
     h.row_slot[r] = static_cast<int32_t>(i);
@@ -272,7 +272,7 @@ Status MoeDispatchUnpack(MoeBuffer* buffer, MoeDispatchHandle* handle, void* rec
         std::memset(out + static_cast<size_t>(r) * row_bytes, 0, row_bytes);
         for (int j = 0; j < k; ++j) {
           recv_topk[static_cast<size_t>(r) * k + j] = -1;
-          recv_weights[static_cast<size_t>(r) * k + j] = 0.0f;
+          if (recv_weights) recv_weights[static_cast<size_t>(r) * k + j] = 0.0f;
         }
       }
     }

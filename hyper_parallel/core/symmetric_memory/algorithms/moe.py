@@ -106,15 +106,15 @@ def _unpack(buffer: MoeBuffer, core, weighted: bool, route):
         rows, k = core.rows, buffer.topk
         recv_x = h.new_empty((rows, buffer.hidden), buffer.dtype)
         recv_idx = h.new_empty((rows, k), h.int64)
-        recv_w = h.new_empty((rows, k), h.float32)
+        recv_w = h.new_empty((rows, k), h.float32) if weighted else None
         counts = h.new_empty((buffer.local_experts,), h.int64)
-        addr = [h.describe(t)[0] for t in (recv_x, recv_idx, recv_w, counts)]
+        addr = [h.describe(t)[0] if t is not None else 0 for t in (recv_x, recv_idx, recv_w, counts)]
     except BaseException:
         _C.moe_dispatch_release(buffer._core, core)
         raise
     _C.moe_dispatch_unpack(buffer._core, core, *addr)
     handle = MoeHandle(buffer, core, weighted=weighted, route=route, recv_topk_idx=recv_idx, counts=counts)
-    return recv_x, recv_idx, recv_w if weighted else None, counts, handle
+    return recv_x, recv_idx, recv_w, counts, handle
 
 
 class MoeDispatchWork:
