@@ -393,3 +393,15 @@ def test_gradients_against_the_oracle(world, layout, weighted, dtype):
     if world == 3:
         cfg["routing"] = "duplicates"
     assert_job_ok(HERE, "scenario_moe_grad", world, timeout=300, kwargs={"cfg": cfg})
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(_BASE, dtype="bfloat16", hidden=7168, experts=6, tokens=[300, 129, 0], routing="random", calls=1),
+        dict(_BASE, dtype="float32", hidden=3, experts=9, tokens=[4096, 1, 2049], routing="random", topk=8, calls=1),
+    ],
+    ids=["hidden-7168", "4096-tokens-top8"],
+)
+def test_large_shapes_on_3_ranks(cfg):
+    assert_job_ok(HERE, "scenario_moe_round_trip", 3, timeout=600, kwargs={"cfg": cfg})
