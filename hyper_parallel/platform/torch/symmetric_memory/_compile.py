@@ -410,6 +410,9 @@ def _register_substitutes():
     group_ranks = torch.compiler.assume_constant_result(_group_ranks)
     for op in _OPS:
         torch.compiler.substitute_in_graph(getattr(symm, op.api))(_twin(op, group_ranks))
+    from hyper_parallel.platform.torch.symmetric_memory import _compile_moe  # its own operators
+
+    _compile_moe.register(symm)
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
