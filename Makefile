@@ -123,6 +123,9 @@ demo: install
 	GLOG_v=3 msrun --worker_num 2 --local_worker_num 2 --join True --log_dir build/msrun_logs \
 	  --master_port $$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
 	  examples/mindspore/put_signal.py
+	GLOG_v=3 msrun --worker_num 2 --local_worker_num 2 --join True --log_dir build/msrun_logs \
+	  --master_port $$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
+	  examples/mindspore/moe_layer.py
 	$(MAKE) demo-nodes
 
 # Two torchrun "nodes" on this machine, each its own host to the library (HYPER_PARALLEL_SHMEM_HOST_ID):

@@ -97,6 +97,9 @@ class SymmetricMemoryHandler(Protocol):
 
     def ndim_shape(self, t: Tensor) -> Tuple[int, ...]: ...
 
+    # True: every synchronous MoE call goes through moe_autograd (MindSpore: its autodiff records Cells).
+    records_moe: bool
+
     def wants_grad(self, *tensors: Optional[Tensor]) -> bool:
         """Whether a call on these tensors (None: absent) must be recorded for autograd; a handler
         that says True also offers `moe_autograd` (dispatch / combine wrappers)."""

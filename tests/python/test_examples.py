@@ -208,3 +208,10 @@ def test_mindspore_bare_msrun_environment_with_secret(tmp_path):
     logs = _worker_logs(tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + logs[-3000:]
     assert logs.count("bare msrun ok, authenticated=True") == 3, logs[-3000:]
+
+
+def test_mindspore_moe_layer_example_trains_under_msrun(tmp_path):
+    r = _msrun(2, os.path.join(ROOT, "examples", "mindspore", "moe_layer.py"), tmp_path, timeout=300)
+    logs = _worker_logs(tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + logs[-3000:]
+    assert "moe_layer OK" in logs and logs.count("over 20 steps") == 2, logs[-3000:]

@@ -12,6 +12,7 @@ import weakref
 from typing import Any, Optional
 
 from hyper_parallel.core.symmetric_memory._base import _C, _handler, _sync, _type_error, _value_error
+from hyper_parallel.core.symmetric_memory._base import ShmemValueError as _ShmemValueError
 from hyper_parallel.core.symmetric_memory._checks import _group, _int, _reduce_code_of, _tensor
 from hyper_parallel.core.symmetric_memory._state import _ensure_init, _require_init, _state
 from hyper_parallel.core.symmetric_memory.algorithms import moe as _algo
@@ -203,8 +204,10 @@ def shmem_moe_dispatch(
     except Exception:
         _algo.refuse_dispatch(buffer)
         raise
-    if grad:
-        return _handler.moe_autograd.dispatch(lambda: _algo.dispatch(buffer, *args, False), x, topk_weights, _GRAD_OPS)
+    if grad or (_handler.records_moe and not async_op):
+        return _handler.moe_autograd.dispatch(
+            lambda: _algo.dispatch(buffer, *args, False), x, topk_idx, topk_weights, _GRAD_OPS, _ShmemValueError
+        )
     return _algo.dispatch(buffer, *args, bool(async_op))
 
 
@@ -255,9 +258,14 @@ def shmem_moe_combine(
     except Exception:
         _algo.refuse_combine(handle)
         raise
-    if grad:
+    if grad or (_handler.records_moe and not async_op):
         return _handler.moe_autograd.combine(
-            lambda: _algo.combine(handle, e_info, w_info, False), expert_out, topk_weights, handle, _GRAD_OPS
+            lambda: _algo.combine(handle, e_info, w_info, False),
+            expert_out,
+            topk_weights,
+            handle,
+            _GRAD_OPS,
+            _ShmemValueError,
         )
     return _algo.combine(handle, e_info, w_info, bool(async_op))
 

@@ -299,7 +299,17 @@ class MindSporeSymmetricMemoryHandler:
         return tuple(t.shape)
 
     # ------------------------------------------------------------ autograd
+    # MindSpore's autodiff records Cells, not tensors that require grad: every synchronous MoE
+    # call runs inside a Cell with a bprop (moe_bprop.py), whether or not a gradient follows.
+    records_moe = True
+
     def wants_grad(self, *tensors) -> bool:
-        """MoE dispatch and combine have no bprop on MindSpore yet: their results are constants
-        to MindSpore's autodiff (as a custom op without a bprop)."""
+        """Nothing marks a MindSpore tensor as needing grad in PyNative: see records_moe."""
         return False
+
+    @property
+    def moe_autograd(self):
+        """How MoE dispatch and combine are differentiated (dispatch / combine wrappers)."""
+        from hyper_parallel.platform.mindspore.symmetric_memory import moe_bprop
+
+        return moe_bprop

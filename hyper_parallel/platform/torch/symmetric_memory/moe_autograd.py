@@ -80,7 +80,7 @@ class _Combine(torch.autograd.Function):
         return g_e, g_w, None, None, None
 
 
-def dispatch(run, x, w, ops):
+def dispatch(run, x, topk_idx, w, ops, error):
     """The dispatch's result tuple, recorded for autograd."""
     box = []
     outs = _Dispatch.apply(x, w, run, ops, box)
@@ -89,6 +89,6 @@ def dispatch(run, x, w, ops):
     return recv_x, recv_idx, recv_w, counts, box[0]
 
 
-def combine(run, expert_out, w, handle, ops):
+def combine(run, expert_out, w, handle, ops, error):
     """The combine's result, recorded for autograd."""
     return _Combine.apply(expert_out, w, run, handle, ops)

@@ -246,6 +246,8 @@ class TorchSymmetricMemoryHandler:
         return tuple(t.shape)
 
     # ------------------------------------------------------------ autograd
+    records_moe = False  # MoE calls are recorded for autograd only when wants_grad says so
+
     def wants_grad(self, *tensors) -> bool:
         """Whether a call on these tensors (None: absent) must be recorded for autograd."""
         return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
