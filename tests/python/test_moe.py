@@ -343,8 +343,17 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("world", [1, 2, 3, 4])
-@pytest.mark.parametrize("case", list(CASES))
+# Every case on 3 ranks, and each other world size with one or two cases, in `make test`; the rest
+# of the matrix in `make test-full`.
+_QUICK = {("random-f32", 1), ("duplicates-f32", 2), ("remote-f16", 2), ("one-expert-bf16", 4), ("random-f32", 4)}
+_MATRIX = [
+    pytest.param(case, world, marks=() if world == 3 or (case, world) in _QUICK else pytest.mark.full)
+    for case in CASES
+    for world in (1, 2, 3, 4)
+]
+
+
+@pytest.mark.parametrize("case,world", _MATRIX)
 def test_dispatch_and_combine_against_the_oracle(case, world):
     cfg = dict(CASES[case])
     if cfg["experts"] % world:
