@@ -197,6 +197,32 @@ TEST(Bootstrap, MissingRankFailsInitInsteadOfHanging) {
   EXPECT_LT(r.seconds, 30);
 }
 
+// A rank whose own start fails tells the job: every other rank fails within
+// seconds naming it and its reason, not after the bootstrap timeout.
+void ExpectStartFailureTold(int bad_rank) {
+  JobOptions o;
+  o.timeout_sec = 60;  // the bootstrap timeout this must not wait out
+  o.before_init = [bad_rank](int rank, int) {
+    if (rank == bad_rank) setenv("SYMMETRIC_MEMORY_HEAP_SIZE", "lots", 1);
+  };
+  o.on_init_status = [bad_rank](int rank, const hpshmem::Status& s) {
+    RCHECK(!s.ok(), "init must fail");
+    RCHECK(s.message().find("SYMMETRIC_MEMORY_HEAP_SIZE") != std::string::npos, s.message());
+    if (rank != bad_rank) {
+      RCHECK(s.code() == Code::kBootstrap, s.ToString());
+      const std::string who = "rank " + std::to_string(bad_rank) + " failed to start";
+      RCHECK(s.message().find(who) != std::string::npos, s.message());
+    }
+  };
+  auto r = RunJob(3, [](int, int) { hptest::FailRank(__FILE__, __LINE__, "init succeeded"); }, o);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+  EXPECT_LT(r.seconds, 20);
+}
+
+TEST(Bootstrap, ARankThatFailsToStartIsNamedByTheOthersAtOnce) { ExpectStartFailureTold(2); }
+
+TEST(Bootstrap, ARootThatFailsToStartIsNamedByTheOthersAtOnce) { ExpectStartFailureTold(0); }
+
 TEST(Bootstrap, EndpointWithSecret) {
   JobOptions o = EndpointJob({{"HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET", "correct horse"}});
   auto r = RunJob(

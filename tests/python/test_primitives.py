@@ -654,6 +654,25 @@ def scenario_rendezvous(rank, world):
     symm.finalize()
 
 
+def scenario_start_failure_is_told(rank, world, bad):
+    """One rank's settings are refused at start: it raises its own error, and every other rank
+    raises within seconds naming it and the reason (not after the bootstrap timeout)."""
+    import hyper_parallel.core.symmetric_memory as symm
+
+    if rank == bad:
+        os.environ["SYMMETRIC_MEMORY_HEAP_SIZE"] = "lots"
+    t0 = time.monotonic()
+    try:
+        symm.empty(4, dtype=current().dtype("float32"))
+    except Exception as e:  # noqa: BLE001 - the kind is checked
+        assert "SYMMETRIC_MEMORY_HEAP_SIZE" in str(e), f"{type(e).__name__}: {e}"
+        if rank != bad:
+            assert isinstance(e, symm.BootstrapError) and f"rank {bad} failed to start" in str(e), str(e)
+        assert time.monotonic() - t0 < 20, f"took {time.monotonic() - t0:.1f} s"
+    else:
+        raise AssertionError(f"rank {rank}: the job started")
+
+
 def scenario_reinit(rank, world):
     import hyper_parallel.core.symmetric_memory as symm
 
@@ -853,6 +872,11 @@ def test_heap_exhaustion_message(fw):
 @pytest.mark.parametrize("world", [2, 4])
 def test_rendezvous_peer_views(world, fw):
     assert_job_ok(HERE, "scenario_rendezvous", world, framework=fw)
+
+
+@pytest.mark.parametrize("bad", [0, 2])
+def test_a_rank_that_fails_to_start_is_named_by_the_others_at_once(fw, bad):
+    assert_job_ok(HERE, "scenario_start_failure_is_told", 3, framework=fw, kwargs={"bad": bad}, timeout=120)
 
 
 def test_finalize_and_reinit_back_to_back(fw):

@@ -21,8 +21,12 @@ constexpr uint32_t kUidMagic = 0x31555048;        // "HPU1"
 constexpr uint32_t kChallengeMagic = 0x31435048;  // "HPC1"
 constexpr uint32_t kHelloMagic = 0x31485048;      // "HPH1"
 constexpr uint32_t kWelcomeMagic = 0x31575048;    // "HPW1"
+constexpr uint32_t kFailMagic = 0x31465048;       // "HPF1": a hello that says this rank failed
+constexpr uint32_t kAbortMagic = 0x31415048;      // "HPA1": a welcome that says the job failed
 constexpr uint16_t kProtocolVersion = 1;
-constexpr double kHandshakeSec = 5.0;  // a silent stranger is dropped after this
+constexpr double kHandshakeSec = 5.0;    // a silent stranger is dropped after this
+constexpr double kAbortGraceSec = 10.0;  // how long a failed start is told to the ranks still to come
+constexpr uint32_t kMaxFailureText = 2048;
 
 #pragma pack(push, 1)
 struct UidWire {
@@ -258,7 +262,7 @@ Status Bootstrap::Create(BootstrapParams p, std::unique_ptr<Bootstrap>* out) {
   return Status::OK();
 }
 
-Status Bootstrap::RunRoot(BootstrapParams& p) {
+Status Bootstrap::RunRoot(BootstrapParams& p, const std::string& own_failure) {
   conns_.resize(nranks_);
   if (nranks_ == 1) return Status::OK();
   struct Pending {
@@ -268,27 +272,55 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
     size_t got = 0;
     Deadline dl{kHandshakeSec};
   };
+  // A rank that said hello waits for its welcome until every rank has.
+  struct Waiting {
+    Fd fd;
+    uint8_t server_nonce[16], client_nonce[16];
+  };
   std::vector<std::unique_ptr<Pending>> pending;
-  int joined = 0;
+  std::vector<std::unique_ptr<Waiting>> waiting(nranks_);
+  std::vector<bool> heard(nranks_, false);  // said hello, or that it failed
+  int heard_count = 0;
+  std::string abort_text = own_failure;  // set: the job failed; every rank is told so
   Deadline dl(timeout_sec_);
+  std::optional<Deadline> grace;
+  if (!abort_text.empty()) grace.emplace(std::min(kAbortGraceSec, timeout_sec_));
   RefusalLog refused;
+  auto tell_abort = [&](int fd, int rank, const uint8_t* server_nonce, const uint8_t* client_nonce) {
+    Welcome w{kAbortMagic, static_cast<uint32_t>(abort_text.size()),
+              has_secret_ ? Mac(secret_, 'A', job_id_, rank, nranks_, server_nonce, client_nonce) : 0};
+    Deadline d(1.0);
+    if (SendAll(fd, &w, sizeof w, d, "rank " + std::to_string(rank)).ok())
+      (void)SendAll(fd, abort_text.data(), abort_text.size(), d, "rank " + std::to_string(rank));
+  };
+  auto start_abort = [&](const std::string& text) {
+    abort_text = text;
+    grace.emplace(std::min(kAbortGraceSec, dl.RemainingMs() / 1000.0));
+    for (int r = 1; r < nranks_; ++r) {
+      if (!waiting[r]) continue;
+      tell_abort(waiting[r]->fd.get(), r, waiting[r]->server_nonce, waiting[r]->client_nonce);
+      waiting[r].reset();
+    }
+  };
   // Out of file descriptors: the listener stays readable while accept fails,
   // so it is left out of the poll for a while instead of spinning on it.
   std::optional<Deadline> accept_paused;
-  while (joined < nranks_ - 1) {
+  while (heard_count < nranks_ - 1) {
+    if (grace && grace->Expired()) break;
     std::vector<pollfd> pfds;
     if (accept_paused && accept_paused->Expired()) accept_paused.reset();
     pfds.push_back({accept_paused ? -1 : p.listener.get(), POLLIN, 0});
     for (auto& c : pending) pfds.push_back({c->fd.get(), POLLIN, 0});
     int ms = dl.RemainingMs(accept_paused ? kAcceptPauseMs : 200);
     if (dl.Expired()) {
+      if (!abort_text.empty()) break;
       std::string missing;
       for (int r = 1; r < nranks_; ++r)
-        if (!conns_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        if (!heard[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return Status::Timeout("rank(s) " + missing + " did not join the job within " + Seconds(timeout_sec_) + " s (" +
-                             std::to_string(joined + 1) + " of " + std::to_string(nranks_) + " ranks present)");
+                             std::to_string(heard_count + 1) + " of " + std::to_string(nranks_) + " ranks present)");
     }
-    int r = ::poll(pfds.data(), pfds.size(), ms);
+    int r = ::poll(pfds.data(), pfds.size(), std::min(ms, 200));
     if (r < 0 && errno != EINTR) return Status::FromErrno("poll on bootstrap listener");
     if (pfds[0].revents & POLLIN) {
       for (;;) {
@@ -329,7 +361,8 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
       }
       if (!drop && c.got == sizeof(Hello)) {
         const Hello& h = c.hello;
-        if (h.magic != kHelloMagic)
+        const bool failed = h.magic == kFailMagic;
+        if (h.magic != kHelloMagic && !failed)
           why = "bad magic";
         else if (h.version != kProtocolVersion)
           why = "protocol version " + std::to_string(h.version);
@@ -339,18 +372,40 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
           why = "world size " + std::to_string(h.nranks) + " (this job has " + std::to_string(nranks_) + ")";
         else if (h.rank <= 0 || h.rank >= nranks_)
           why = "rank " + std::to_string(h.rank) + " out of range";
-        else if (conns_[h.rank].valid())
+        else if (heard[h.rank])
           why = "rank " + std::to_string(h.rank) + " already joined";
-        else if (has_secret_ && !MacEqual(h.mac, Mac(secret_, 'C', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce)))
+        else if (has_secret_ &&
+                 !MacEqual(h.mac, Mac(secret_, failed ? 'F' : 'C', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce)))
           why = "a wrong secret";
+        if (why.empty() && failed) {
+          uint32_t len = 0;
+          std::string text;
+          Deadline d(1.0);
+          Status st = RecvAll(c.fd.get(), &len, sizeof len, d, "rank " + std::to_string(h.rank));
+          if (st.ok() && len <= kMaxFailureText) {
+            text.resize(len);
+            st = RecvAll(c.fd.get(), text.data(), len, d, "rank " + std::to_string(h.rank));
+          }
+          if (!st.ok() || len > kMaxFailureText) text = "(its message was lost)";
+          heard[h.rank] = true;
+          ++heard_count;
+          HP_DEBUG("bootstrap: rank %d failed to start: %s", h.rank, text.c_str());
+          if (abort_text.empty()) start_abort("rank " + std::to_string(h.rank) + " failed to start: " + text);
+          pending.erase(pending.begin() + static_cast<long>(i));
+          continue;
+        }
         if (why.empty()) {
-          Welcome w{kWelcomeMagic, 0,
-                    has_secret_ ? Mac(secret_, 'S', job_id_, h.rank, nranks_, c.ch.nonce, h.nonce) : 0};
-          Status s = SendAll(c.fd.get(), &w, sizeof w, Deadline(1.0), "rank " + std::to_string(h.rank));
-          if (s.ok()) {
-            conns_[h.rank] = std::move(c.fd);
-            ++joined;
-            HP_DEBUG("bootstrap: rank %d joined (%d of %d)", h.rank, joined + 1, nranks_);
+          heard[h.rank] = true;
+          ++heard_count;
+          if (!abort_text.empty()) {
+            tell_abort(c.fd.get(), h.rank, c.ch.nonce, h.nonce);
+          } else {
+            auto w = std::make_unique<Waiting>();
+            w->fd = std::move(c.fd);
+            std::memcpy(w->server_nonce, c.ch.nonce, 16);
+            std::memcpy(w->client_nonce, h.nonce, 16);
+            waiting[h.rank] = std::move(w);
+            HP_DEBUG("bootstrap: rank %d said hello (%d of %d)", h.rank, heard_count + 1, nranks_);
           }
           pending.erase(pending.begin() + static_cast<long>(i));
           continue;
@@ -370,8 +425,43 @@ Status Bootstrap::RunRoot(BootstrapParams& p) {
     }
   }
   refused.Summary();
-  p.listener.Reset();  // the port is closed as soon as the job is complete
+  p.listener.Reset();  // the port is closed as soon as the job is complete (or has failed)
+  if (!abort_text.empty()) return Status::Bootstrap(abort_text);
+  for (int r = 1; r < nranks_; ++r) {
+    Waiting& w = *waiting[r];
+    Welcome msg{kWelcomeMagic, 0,
+                has_secret_ ? Mac(secret_, 'S', job_id_, r, nranks_, w.server_nonce, w.client_nonce) : 0};
+    HPSHMEM_RETURN_IF_ERROR(SendAll(w.fd.get(), &msg, sizeof msg, Deadline(1.0), "rank " + std::to_string(r)));
+    conns_[r] = std::move(w.fd);
+  }
   return Status::OK();
+}
+
+Status Bootstrap::ReportFailure(BootstrapParams p, const std::string& message) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = p.rank;
+  b->nranks_ = p.nranks;
+  b->job_id_ = p.job_id;
+  b->has_secret_ = p.has_secret;
+  std::memcpy(b->secret_, p.secret, 16);
+  b->timeout_sec_ = p.timeout_sec;
+  const std::string text = message.substr(0, kMaxFailureText);
+  if (p.rank == 0) return b->RunRoot(p, "rank 0 failed to start: " + text);
+  Deadline dl(std::min(kAbortGraceSec, p.timeout_sec));
+  const std::string root = "rank 0 (bootstrap " + p.host + ":" + std::to_string(p.port) + ")";
+  Fd fd;
+  HPSHMEM_RETURN_IF_ERROR(ConnectTcp(p.host, p.port, dl, &fd));
+  Challenge ch;
+  HPSHMEM_RETURN_IF_ERROR(RecvAll(fd.get(), &ch, sizeof ch, dl, root));
+  if (ch.magic != kChallengeMagic || ch.version != kProtocolVersion)
+    return Status::Bootstrap(root + " does not speak this bootstrap protocol");
+  Hello h{kFailMagic, kProtocolVersion, 0, p.rank, p.nranks, p.job_id, {}, 0};
+  HPSHMEM_RETURN_IF_ERROR(RandomBytes(h.nonce, 16));
+  if (p.has_secret) h.mac = Mac(p.secret, 'F', p.job_id, p.rank, p.nranks, ch.nonce, h.nonce);
+  const uint32_t len = static_cast<uint32_t>(text.size());
+  HPSHMEM_RETURN_IF_ERROR(SendAll(fd.get(), &h, sizeof h, dl, root));
+  HPSHMEM_RETURN_IF_ERROR(SendAll(fd.get(), &len, sizeof len, dl, root));
+  return SendAll(fd.get(), text.data(), text.size(), dl, root);
 }
 
 uint64_t MachineHash() {
@@ -412,6 +502,12 @@ Status Bootstrap::RunClient(const BootstrapParams& p) {
   if (!s.ok()) {
     return Status::Bootstrap(root + " refused rank " + std::to_string(rank_) +
                              " (wrong secret, job id or world size, or the rank is taken): " + s.message());
+  }
+  if (w.magic == kAbortMagic &&
+      (!has_secret_ || MacEqual(w.mac, Mac(secret_, 'A', job_id_, rank_, nranks_, ch.nonce, h.nonce)))) {
+    std::string text(std::min<uint32_t>(w.reserved, kMaxFailureText), '\0');
+    if (!RecvAll(fd.get(), text.data(), text.size(), Deadline(1.0), root).ok()) text = "(its message was lost)";
+    return Status::Bootstrap("the job failed to start: " + text);
   }
   if (w.magic != kWelcomeMagic ||
       (has_secret_ && !MacEqual(w.mac, Mac(secret_, 'S', job_id_, rank_, nranks_, ch.nonce, h.nonce)))) {

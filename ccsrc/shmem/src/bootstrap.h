@@ -6,7 +6,14 @@
 //   root -> client  Challenge{magic, version, server nonce}
 //   client -> root  Hello{magic, version, rank, nranks, job id, client nonce,
 //                         MAC(secret, "C" | job | rank | nranks | nonces)}
-//   root -> client  Welcome{magic, MAC(secret, "S" | ...)}
+//   root -> client  Welcome{magic, MAC(secret, "S" | ...)}, once every rank has
+//                   said hello (so that a failure can still be told to all)
+// A rank whose own start fails says so in place of its hello:
+//   client -> root  Hello{fail magic, ..., MAC("F" | ...)}, u32 length, text
+// and the root then answers every rank, in place of its welcome:
+//   root -> client  Welcome{abort magic, text length, MAC("A" | ...)}, text
+// keeping its port open for a short grace to tell the ranks still to come.
+// A root whose own start fails answers every rank that way.
 // The MAC is SipHash-2-4 keyed with the 128-bit job secret; without a secret
 // (endpoint path with no HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET) the MAC is not
 // checked and a warning is printed once. A connection whose magic, version,
@@ -46,6 +53,12 @@ class Bootstrap {
  public:
   // Collective: connects every rank to rank 0 and authenticates it.
   static Status Create(BootstrapParams params, std::unique_ptr<Bootstrap>* out);
+  // This rank could not start (`message` says why): tells the job, so that
+  // every other rank's Create fails at once naming this rank, instead of
+  // waiting out the bootstrap timeout. Rank 0 answers the ranks that come
+  // within min(kAbortGraceSec, the timeout); another rank gives rank 0 as
+  // long to answer. Best effort: returns how the telling went.
+  static Status ReportFailure(BootstrapParams params, const std::string& message);
 
   // Every rank contributes `len` bytes; `all` receives nranks * len bytes in
   // rank order. Errors name the rank that failed (kPeerDead, kTimeout).
@@ -65,7 +78,7 @@ class Bootstrap {
 
  private:
   Bootstrap() = default;
-  Status RunRoot(BootstrapParams& p);
+  Status RunRoot(BootstrapParams& p, const std::string& own_failure = "");
   Status RunClient(const BootstrapParams& p);
 
   int rank_ = -1, nranks_ = 0;

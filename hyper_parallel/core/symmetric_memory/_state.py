@@ -123,7 +123,12 @@ def _ensure_init():
         if _C.is_initialized():
             _state.world = _C.n_pes()
             return
-        timeout = _C.environment_settings()["timeout_sec"]
+        try:
+            timeout = _C.environment_settings()["timeout_sec"]
+        except _C.ShmemError:
+            # A refused setting: the runtime's init below raises it, after telling the job, so
+            # that the other ranks fail at once naming this rank instead of waiting for it.
+            timeout = 120.0
         rank, world, uid, endpoint = _handler.rendezvous_info(lambda: _C.get_unique_id(_bootstrap_host()), timeout)
         _C.init(rank, world, uid, endpoint)
         _state.world = _C.n_pes()
