@@ -31,6 +31,9 @@
 
 namespace hpshmem {
 
+// The version of the handshake and of the unique id's layout.
+inline constexpr uint16_t kBootstrapProtocolVersion = 1;
+
 struct BootstrapParams {
   int rank = -1;
   int nranks = 0;
@@ -102,6 +105,12 @@ struct UniqueIdFields {
 // HYPER_PARALLEL_SHMEM_HOST_ID override): equal <=> a loopback address means
 // the same listener.
 uint64_t MachineHash();
+
+// A rank whose settings are refused has not joined the job yet: it tells the
+// job (Bootstrap::ReportFailure), so the other ranks fail at once naming it
+// and its reason instead of waiting out the bootstrap timeout. Only the
+// rendezvous settings are read, each falling back to its default. Best effort.
+void TellJobStartFailed(const InitAttr& attr, const Status& why, double default_timeout_sec);
 void EncodeUniqueId(const UniqueIdFields& f, UniqueId* out);
 Status DecodeUniqueId(const UniqueId& id, UniqueIdFields* out);
 

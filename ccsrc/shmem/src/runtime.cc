@@ -344,36 +344,6 @@ std::mutex& LifecycleMutex() {
   return mu;
 }
 
-namespace {
-
-// A rank whose settings are refused has not joined the job yet: it tells the
-// job (Bootstrap::ReportFailure), so the other ranks fail at once naming it
-// and its reason instead of waiting out the bootstrap timeout. Only the
-// rendezvous settings are read here, each falling back to its default.
-void TellJobStartFailed(const InitAttr& attr, const Status& why) {
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v ? v : "");
-  };
-  double timeout = Config{}.timeout_sec;
-  const std::string t = env("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC");
-  char* end = nullptr;
-  const double parsed = t.empty() ? 0 : std::strtod(t.c_str(), &end);
-  if (!t.empty() && end && !*end && parsed > 0 && parsed <= 86400) timeout = parsed;
-  if (attr.timeout_sec > 0 && attr.timeout_sec <= 86400) timeout = attr.timeout_sec;
-  BootstrapParams bp;
-  const std::string endpoint = attr.endpoint.empty() ? env("HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT") : attr.endpoint;
-  if (!ResolveBootstrap(attr, endpoint, env("HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET"),
-                        env("HYPER_PARALLEL_SHMEM_JOB_ID"), timeout, &bp)
-           .ok())
-    return;
-  Status told = Bootstrap::ReportFailure(std::move(bp), why.message());
-  if (!told.ok() && attr.rank != 0)
-    HP_DEBUG("could not tell rank 0 this rank failed to start: %s", told.message().c_str());
-}
-
-}  // namespace
-
 Status Init(const InitAttr& attr) {
   std::lock_guard<std::mutex> lk(LifecycleMutex());
   if (g_rt.load()) return Status::InvalidArgument("Init: the runtime is already initialized (call Finalize first)");
@@ -389,7 +359,7 @@ Status Init(const InitAttr& attr) {
   static uint64_t generations = 0;  // under LifecycleMutex
   rt->generation = ++generations;
   if (Status bad = Config::Build(attr, &rt->config); !bad.ok()) {
-    TellJobStartFailed(attr, bad);
+    TellJobStartFailed(attr, bad, Config{}.timeout_sec);
     return bad;
   }
   SetLogLevel(rt->config.log_level);
