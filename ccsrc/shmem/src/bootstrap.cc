@@ -109,14 +109,13 @@ class RefusalLog {
 
 }  // namespace
 
+Bootstrap::Bootstrap(const BootstrapParams& p)
+    : rank_(p.rank), nranks_(p.nranks), job_id_(p.job_id), has_secret_(p.has_secret), timeout_sec_(p.timeout_sec) {
+  std::memcpy(secret_, p.secret, 16);
+}
+
 Status Bootstrap::Create(BootstrapParams p, std::unique_ptr<Bootstrap>* out) {
-  std::unique_ptr<Bootstrap> b(new Bootstrap());
-  b->rank_ = p.rank;
-  b->nranks_ = p.nranks;
-  b->job_id_ = p.job_id;
-  b->has_secret_ = p.has_secret;
-  std::memcpy(b->secret_, p.secret, 16);
-  b->timeout_sec_ = p.timeout_sec;
+  std::unique_ptr<Bootstrap> b(new Bootstrap(p));
   if (!p.has_secret) {
     static std::once_flag warned;
     std::call_once(warned, [] {
@@ -307,13 +306,7 @@ Status Bootstrap::RunRoot(BootstrapParams& p, const std::string& own_failure) {
 }
 
 Status Bootstrap::ReportFailure(BootstrapParams p, const std::string& message) {
-  std::unique_ptr<Bootstrap> b(new Bootstrap());
-  b->rank_ = p.rank;
-  b->nranks_ = p.nranks;
-  b->job_id_ = p.job_id;
-  b->has_secret_ = p.has_secret;
-  std::memcpy(b->secret_, p.secret, 16);
-  b->timeout_sec_ = p.timeout_sec;
+  std::unique_ptr<Bootstrap> b(new Bootstrap(p));
   const std::string text = message.substr(0, kMaxFailureText);
   if (p.rank == 0) return b->RunRoot(p, "rank 0 failed to start: " + text);
   Deadline dl(std::min(kAbortGraceSec, p.timeout_sec));

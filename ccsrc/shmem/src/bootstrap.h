@@ -80,7 +80,7 @@ class Bootstrap {
   bool has_secret() const { return has_secret_; }
 
  private:
-  Bootstrap() = default;
+  explicit Bootstrap(const BootstrapParams& p);  // the job's identity; no connection yet
   Status RunRoot(BootstrapParams& p, const std::string& own_failure = "");
   Status RunClient(const BootstrapParams& p);
 
