@@ -7,8 +7,8 @@ PY=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # GoogleTest (C++ tests), UCX (transport between hosts; ucx_perftest for its ceiling), Open MPI (peer
-# benchmarks).
-APT_PKGS="build-essential pkg-config libgtest-dev googletest libucx-dev ucx-utils openmpi-bin libopenmpi-dev"
+# benchmarks), iproute2 (the tests that make two real hosts from network namespaces).
+APT_PKGS="build-essential pkg-config libgtest-dev googletest libucx-dev ucx-utils openmpi-bin libopenmpi-dev iproute2"
 missing=""
 for p in $APT_PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

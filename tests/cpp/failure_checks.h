@@ -21,7 +21,10 @@ inline bool NamesRank(const std::string& m, int rank) {
   const std::string r = std::to_string(rank);
   size_t at = m.find("rank(s) ");
   if (at != std::string::npos) {
-    std::string list = ", " + m.substr(at + 8, m.find(" exited", at) - at - 8) + ",";
+    size_t end = m.find_first_not_of("0123456789, ", at + 8);
+    std::string list = ", " + m.substr(at + 8, end == std::string::npos ? end : end - at - 8);
+    while (!list.empty() && (list.back() == ' ' || list.back() == ',')) list.pop_back();
+    list += ",";
     return list.find(", " + r + ",") != std::string::npos;
   }
   return m.find("rank " + r + " has exited") != std::string::npos ||

@@ -40,7 +40,7 @@ Status Barrier() {
   // keeps a failed job's stray arrivals from completing a later barrier.
   if (rt->lost_count.load(std::memory_order_acquire) > 0) {
     return Status::PeerDead("rank " + std::to_string(rt->rank) + ": barrier #" + std::to_string(rt->barrier_epoch + 1) +
-                            " cannot complete: rank(s) " + rt->LostRanks() + " exited or were killed");
+                            " cannot complete: " + rt->LossText());
   }
   // Everything this rank did before the barrier is complete at its targets
   // before any rank leaves it: each transport's BarrierQuiet (remote updates

@@ -116,6 +116,17 @@ Status Config::Build(const InitAttr& attr, Config* out) {
     }
     c.timeout_sec = t;
   }
+  if (const char* v = Env("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC")) {
+    char* end = nullptr;
+    errno = 0;
+    double t = std::strtod(v, &end);
+    if (errno || end == v || *end || !(t == 0 || (t >= 1 && t <= 1e6))) {
+      return Status::InvalidArgument(std::string("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC='") + v +
+                                     "' must be a number of seconds in [1, 1e6], or 0 to never declare a silent peer "
+                                     "lost");
+    }
+    c.peer_timeout_sec = t;
+  }
   if (const char* v = Env("HYPER_PARALLEL_SHMEM_BLOCK_DIM")) {
     char* end = nullptr;
     long b = std::strtol(v, &end, 10);

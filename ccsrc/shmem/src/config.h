@@ -11,8 +11,11 @@
 namespace hpshmem {
 
 struct Config {
-  size_t heap_bytes = size_t{1} << 30;   // SYMMETRIC_MEMORY_HEAP_SIZE
-  double timeout_sec = 120.0;            // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC
+  size_t heap_bytes = size_t{1} << 30;  // SYMMETRIC_MEMORY_HEAP_SIZE
+  double timeout_sec = 120.0;           // HYPER_PARALLEL_SHMEM_TIMEOUT_SEC
+  // HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC: a peer on another host not heard
+  // from for this long is lost (0: never declared lost for silence alone).
+  double peer_timeout_sec = 10.0;
   int block_dim = 1;                     // HYPER_PARALLEL_SHMEM_BLOCK_DIM
   LogLevel log_level = LogLevel::kWarn;  // HYPER_PARALLEL_SHMEM_LOG_LEVEL
   std::string endpoint;                  // HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT

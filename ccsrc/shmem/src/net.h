@@ -13,6 +13,11 @@ namespace hpshmem {
 
 using Clock = std::chrono::steady_clock;
 
+// Nanoseconds on Clock, for times kept in atomics.
+inline int64_t MonotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 // "120", "0.5": seconds for messages, without to_string's six decimals.
 std::string Seconds(double s);
 

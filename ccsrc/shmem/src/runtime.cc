@@ -22,7 +22,7 @@ std::atomic<Runtime*> g_rt{nullptr};
 
 // Marks every rank of `pes` lost before waking anyone: a waiter woken by the
 // first would otherwise name only it when several died together.
-void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
+void OnPeersLost(Runtime* rt, const std::vector<int>& reported, const std::string& cause) {
   if (rt->finalizing.load()) return;
   std::vector<int> pes = reported;
   // A rank of this host that left may have seen ranks fail that this one
@@ -39,6 +39,17 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
       }
     }
   }
+  {
+    // Before the state changes: a waiter that sees kLost reads the cause.
+    std::lock_guard<std::mutex> lk(rt->loss_mu);
+    for (size_t i = 0; i < pes.size(); ++i) {
+      std::string& c = rt->loss_cause[pes[i]];
+      if (!c.empty()) continue;
+      // Those reported by a rank of this host that left are lost for its reasons, not known here.
+      c = i < reported.size() ? (cause.empty() ? "exited or was killed" : cause)
+                              : "was lost (a rank of this host saw it fail before it left)";
+    }
+  }
   PeHeader* mine = rt->header();
   for (int pe : pes)
     std::atomic_ref<uint64_t>(mine->lost[pe / 64]).fetch_or(uint64_t{1} << (pe % 64), std::memory_order_release);
@@ -47,7 +58,9 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported) {
     uint8_t expect = static_cast<uint8_t>(PeerState::kAlive);
     if (rt->peer_state[pe].compare_exchange_strong(expect, static_cast<uint8_t>(PeerState::kLost))) {
       rt->lost_count.fetch_add(1, std::memory_order_release);
-      HP_WARN("rank %d exited or was killed; waits on this rank will fail", pe);
+      HP_WARN("rank %d%s %s; waits on this rank will fail", pe,
+              rt->host_name[pe].empty() ? "" : (" (host " + rt->host_name[pe] + ")").c_str(),
+              rt->loss_cause[pe].c_str());
       any = true;
     }
   }
@@ -106,6 +119,11 @@ Status Connect(Runtime* rt) {
   const int cpus = UsableCpus(mask);
   std::memcpy(me.cpu_mask, mask, sizeof mask);
   me.asym_wake = RegisterAsymWake() ? 1 : 0;
+  // The host as users know it; with simulated hosts, their ids.
+  if (!rt->config.host_id.empty())
+    std::snprintf(me.hostname, sizeof me.hostname, "%s", rt->config.host_id.c_str());
+  else if (::gethostname(me.hostname, sizeof me.hostname - 1) != 0)
+    std::snprintf(me.hostname, sizeof me.hostname, "?");
   HPSHMEM_RETURN_IF_ERROR(MakeTransports(rt->boot.get(), rt->segment.get(), rt->config, &rt->transports));
   for (auto& t : rt->transports) HPSHMEM_RETURN_IF_ERROR(t->Prepare(&me));
   std::vector<PeerCard> cards(rt->nranks);
@@ -121,6 +139,10 @@ Status Connect(Runtime* rt) {
     return Status::CollectiveMismatch("symmetric heap sizes differ between ranks (this rank " +
                                       std::to_string(rt->rank) + "=" + std::to_string(me.heap_bytes) + ";" + sizes +
                                       "); set the same SYMMETRIC_MEMORY_HEAP_SIZE on every rank");
+  }
+  for (int r = 0; r < rt->nranks; ++r) {
+    cards[r].hostname[sizeof cards[r].hostname - 1] = 0;
+    if (std::strcmp(cards[r].host_key, me.host_key) != 0) rt->host_name[r] = cards[r].hostname;
   }
   rt->wait = PolicyFor(cards, rt->rank, cpus, rt->config);
   // Writers may skip their fence only if every waiter can pay for it instead.
@@ -201,6 +223,33 @@ std::string Runtime::LostRanks(const std::vector<uint8_t>* scope) const {
     if ((!scope || (*scope)[r]) && peer_state[r].load() != static_cast<uint8_t>(PeerState::kAlive))
       s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
+}
+
+std::string Runtime::LossText(const std::vector<uint8_t>* scope) {
+  // Ranks grouped by host and cause, in rank order of each group's first.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  std::lock_guard<std::mutex> lk(loss_mu);
+  for (int r = 0; r < nranks; ++r) {
+    if ((scope && !(*scope)[r]) || peer_state[r].load() == static_cast<uint8_t>(PeerState::kAlive)) continue;
+    std::string key = host_name[r] + '\n' + (loss_cause[r].empty() ? "exited or was killed" : loss_cause[r]);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
+    if (g == groups.end())
+      groups.emplace_back(key, std::vector<int>{r});
+    else
+      g->second.push_back(r);
+  }
+  std::string out;
+  for (const auto& [key, ranks] : groups) {
+    size_t nl = key.find('\n');
+    std::string host = key.substr(0, nl), cause = key.substr(nl + 1);
+    std::string who = "rank(s) ";
+    for (size_t i = 0; i < ranks.size(); ++i) who += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (!host.empty()) who += " (host " + host + ")";
+    constexpr char kOne[] = "exited or was killed";
+    if (cause.rfind(kOne, 0) == 0) cause = "exited or were killed" + cause.substr(sizeof kOne - 1);
+    out += (out.empty() ? "" : "; ") + who + " " + cause;
+  }
+  return out.empty() ? "no rank is known to be lost" : out;
 }
 
 bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {
@@ -373,6 +422,8 @@ Status Init(const InitAttr& attr) {
   rt->peer_sym.assign(rt->nranks, nullptr);
   rt->peer_state.reset(new std::atomic<uint8_t>[rt->nranks]);
   for (int r = 0; r < rt->nranks; ++r) rt->peer_state[r].store(0);
+  rt->host_name.assign(rt->nranks, "");
+  rt->loss_cause.assign(rt->nranks, "");
 
   BootstrapParams bp;
   HPSHMEM_RETURN_IF_ERROR(
@@ -390,7 +441,8 @@ Status Init(const InitAttr& attr) {
   rt->alloc = std::make_unique<OffsetAllocator>(rt->heap_bytes);
   InitTeams(rt.get());
   Runtime* raw = rt.get();
-  for (auto& t : rt->transports) t->StartMonitor([raw](const std::vector<int>& pes) { OnPeersLost(raw, pes); });
+  for (auto& t : rt->transports)
+    t->StartMonitor([raw](const std::vector<int>& pes, const std::string& cause) { OnPeersLost(raw, pes, cause); });
   // Every rank has connected every peer before anyone uses one.
   s = rt->boot->Barrier();
   if (!s.ok()) {

@@ -88,6 +88,9 @@ struct Runtime {
   size_t heap_bytes = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> peer_state;
   std::atomic<int> lost_count{0};
+  std::vector<std::string> host_name;  // each rank's host, for errors; "" for this host's ranks
+  std::mutex loss_mu;
+  std::vector<std::string> loss_cause;  // why each lost rank was lost (Transport::LostFn)
   std::atomic<bool> finalizing{false};
   // Finalize is releasing the runtime: calls in flight leave with an error,
   // new ones are refused (see CallScope).
@@ -112,6 +115,9 @@ struct Runtime {
   // Ranks lost so far, e.g. "2" or "1, 3"; empty when none. With `scope`,
   // only those where scope[r] is nonzero.
   std::string LostRanks(const std::vector<uint8_t>* scope = nullptr) const;
+  // The same, with why, for errors: "rank(s) 2, 3 exited or were killed",
+  // "rank(s) 2 (host nodeB) became unreachable (...)", causes joined by "; ".
+  std::string LossText(const std::vector<uint8_t>* scope = nullptr);
   // Whether a rank in `scope` (every rank when null) is lost.
   bool AnyLost(const std::vector<uint8_t>* scope) const;
   // Quiet on every transport.
@@ -238,8 +244,8 @@ Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
   for (;;) {
     if (rt->lost_count.load(std::memory_order_acquire) > 0 && rt->AnyLost(scope)) {
       if (ready()) return Status::OK();
-      return Status::PeerDead("rank " + std::to_string(rt->rank) + ": " + describe() + " failed: rank(s) " +
-                              rt->LostRanks(scope) + " exited or were killed");
+      return Status::PeerDead("rank " + std::to_string(rt->rank) + ": " + describe() +
+                              " failed: " + rt->LossText(scope));
     }
     if (dl.Expired()) {
       if (ready()) return Status::OK();

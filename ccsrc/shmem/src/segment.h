@@ -65,6 +65,7 @@ struct PeerCard {
   char machine[40];
   uint64_t cpu_mask[16];  // CPUs 0..1023
   uint8_t asym_wake;      // registered for membarrier's global expedited barrier (wait.h, AsymWake)
+  char hostname[64];      // for errors that name a peer's host
 };
 #pragma pack(pop)
 

@@ -50,7 +50,7 @@ class ShmTransport final : public Transport {
   Status Quiet() override;
   // Every signal fences first (Amo), so a barrier has nothing to complete.
   Status BarrierQuiet() override { return Status::OK(); }
-  void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override;
+  void StartMonitor(LostFn on_peers_lost) override;
   void Shutdown() override;
 
  private:
@@ -65,7 +65,7 @@ class ShmTransport final : public Transport {
   std::vector<Fd> links_;  // one connection per same-host peer (this rank dialled the lower ranks)
   Fd wake_;                // eventfd that stops the monitor
   std::thread monitor_;
-  std::function<void(const std::vector<int>&)> on_lost_;
+  LostFn on_lost_;
   std::atomic<bool> stopping_{false};
   bool shut_ = false;
 };

@@ -141,10 +141,13 @@ class Transport {
   // that they name those ranks rather than this one, whose connections close.
   virtual void Leave(const std::vector<int>& lost) {}
 
-  // Starts watching the peers; `on_peers_lost(pes)` runs (on a transport
-  // thread) when peers' processes or connections go away: every loss seen
-  // at once in one call, so a waiter it wakes names all of them.
-  virtual void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) = 0;
+  // Starts watching the peers; `on_peers_lost(pes, cause)` runs (on a
+  // transport thread) when peers' processes or connections go away: every
+  // loss seen at once in one call, so a waiter it wakes names all of them.
+  // `cause` completes "rank 2 ..." (e.g. "exited or was killed"), empty when
+  // that is all that is known.
+  using LostFn = std::function<void(const std::vector<int>& pes, const std::string& cause)>;
+  virtual void StartMonitor(LostFn on_peers_lost) = 0;
   // Stops the monitor, closes connections and releases mappings and
   // registrations. Idempotent.
   virtual void Shutdown() = 0;

@@ -11,7 +11,7 @@ Status MakeTransports(Bootstrap* boot, LocalSegment* seg, const Config& config,
   // Shared memory first: a peer it reaches is reached by load and store.
   out->push_back(std::make_unique<ShmTransport>(boot, seg, config.force_ucx));
   // UCX reaches every other peer.
-  out->push_back(NewUcxTransport(boot, seg, config.ucx_rma));
+  out->push_back(NewUcxTransport(boot, seg, config.ucx_rma, config.peer_timeout_sec));
   return Status::OK();
 }
 

@@ -15,7 +15,18 @@ std::vector<UcxConnection::AmHandler> UcxTransport::Handlers() {
   return {
       {kAmSignal, Incoming<OnSignal>},     {kAmPutSignal, Incoming<OnPutSignal>},   {kAmQuietReq, Incoming<OnQuietReq>},
       {kAmQuietAck, Incoming<OnQuietAck>}, {kAmFetchReply, Incoming<OnFetchReply>}, {kAmLeave, Incoming<OnLeave>},
-      {kAmGet, Incoming<OnGet>},           {kAmGetReply, Incoming<OnGetReply>},     {kAmAmo, Incoming<OnAmo>}};
+      {kAmGet, Incoming<OnGet>},           {kAmGetReply, Incoming<OnGetReply>},     {kAmAmo, Incoming<OnAmo>},
+      {kAmHeartbeat, OnHeartbeat}};
+}
+
+ucs_status_t UcxTransport::OnHeartbeat(void* arg, const void* hdr, size_t hlen, void*, size_t,
+                                       const ucp_am_recv_param_t*) {
+  auto* self = static_cast<UcxTransport*>(arg);
+  int32_t from;
+  if (hlen != sizeof from) return UCS_OK;
+  std::memcpy(&from, hdr, sizeof from);
+  if (from >= 0 && from < self->nranks_) self->last_heard_[from].store(MonotonicNs(), std::memory_order_relaxed);
+  return UCS_OK;
 }
 
 void UcxTransport::ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value) {
@@ -177,9 +188,10 @@ ucs_status_t UcxTransport::OnLeave(void* arg, const void* hdr, size_t hlen, void
   for (size_t i = 0; i < len / sizeof(int32_t); ++i) {
     int32_t r;
     std::memcpy(&r, static_cast<const char*>(data) + i * sizeof r, sizeof r);
-    if (r >= 0 && r < self->nranks_ && r != self->rank_) self->conn_.Lost(r);
+    if (r >= 0 && r < self->nranks_ && r != self->rank_)
+      self->conn_.Lost(r, "was lost (rank " + std::to_string(from) + " saw it fail and left the job)");
   }
-  if (from >= 0 && from < self->nranks_) self->conn_.Lost(from);
+  if (from >= 0 && from < self->nranks_) self->conn_.Lost(from, "left the job after an error");
   return UCS_OK;
 }
 

@@ -174,8 +174,13 @@ void UcxConnection::Post(int pe, unsigned id, const void* hdr, size_t hlen, cons
 
 Status UcxConnection::Fail(int pe, const char* what, ucs_status_t st) const {
   if (failed_[pe].load()) {
-    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) +
-                            ": the rank exited, was killed, or its connection was lost");
+    std::string cause;
+    {
+      std::lock_guard<std::mutex> lk(lost_mu_);
+      if (static_cast<size_t>(pe) < cause_.size()) cause = cause_[pe];
+    }
+    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) + ": the rank " +
+                            (cause.empty() ? "exited, was killed, or its connection was lost" : cause));
   }
   return UcxError(std::string(what) + " to rank " + std::to_string(pe), st);
 }
@@ -185,22 +190,28 @@ Status UcxConnection::Fail(int pe, const char* what, ucs_status_t st) const {
 void UcxConnection::OnEpError(void* arg, ucp_ep_h, ucs_status_t st) {
   auto* a = static_cast<EpArg*>(arg);
   HP_DEBUG("UCX: endpoint to rank %d failed: %s", a->pe, ucs_status_string(st));
-  a->self->Lost(a->pe);
+  // Which of the two it was, UCX does not tell: over TCP a killed process's
+  // closed socket reads as an "Endpoint timeout" too, while a dead link
+  // shows nothing here at all (TCP retransmits; see UcxTransport::Watch).
+  a->self->Lost(a->pe, std::string("lost its connection (UCX: ") + ucs_status_string(st) +
+                           "): the process exited or was killed, or the network to its host failed");
 }
 
-void UcxConnection::Lost(int pe) {
+void UcxConnection::Lost(int pe, const std::string& cause) {
   if (failed_[pe].exchange(1)) return;
   std::lock_guard<std::mutex> lk(lost_mu_);
+  if (cause_.size() < static_cast<size_t>(nranks_)) cause_.resize(nranks_);
+  cause_[pe] = cause;
   if (on_lost_)
-    on_lost_({pe});
+    on_lost_({pe}, cause);
   else
-    lost_early_.push_back(pe);
+    lost_early_.emplace_back(pe, cause);
 }
 
-void UcxConnection::StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) {
+void UcxConnection::StartMonitor(Transport::LostFn on_peers_lost) {
   std::lock_guard<std::mutex> lk(lost_mu_);
   on_lost_ = std::move(on_peers_lost);
-  if (!lost_early_.empty()) on_lost_(lost_early_);
+  for (auto& [pe, cause] : lost_early_) on_lost_({pe}, cause);
   lost_early_.clear();
 }
 

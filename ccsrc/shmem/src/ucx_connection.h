@@ -16,6 +16,7 @@
 
 #include "bootstrap.h"
 #include "hpshmem/status.h"
+#include "transport.h"
 
 namespace hpshmem {
 
@@ -71,11 +72,12 @@ class UcxConnection {
   // The status of a failed operation toward pe: PeerDead once its endpoint failed.
   Status Fail(int pe, const char* what, ucs_status_t st) const;
 
-  // Marks pe lost (its endpoint failed, or a peer said so) and reports it
-  // once, to the monitor, or to the monitor to come.
-  void Lost(int pe);
+  // Marks pe lost (its endpoint failed, it fell silent, or a peer said so)
+  // and reports it once, with `cause` (see Transport::LostFn), to the
+  // monitor, or to the monitor to come.
+  void Lost(int pe, const std::string& cause);
   // From here on losses go to `on_peers_lost`, beginning with those seen so far.
-  void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost);
+  void StartMonitor(Transport::LostFn on_peers_lost);
 
  private:
   struct EpArg {
@@ -98,9 +100,10 @@ class UcxConnection {
   std::mutex ep_mu_;                    // set-up: endpoint creation vs. echoes that arrive early
   std::vector<uint64_t> early_echo_;    // markers answered once the endpoint exists
   std::atomic<bool> eps_ready_{false};  // every endpoint exists
-  std::mutex lost_mu_;
-  std::function<void(const std::vector<int>&)> on_lost_;
-  std::vector<int> lost_early_;  // failures seen before StartMonitor
+  mutable std::mutex lost_mu_;
+  Transport::LostFn on_lost_;
+  std::vector<std::pair<int, std::string>> lost_early_;  // failures seen before StartMonitor
+  std::vector<std::string> cause_;                       // why each failed peer failed
 };
 
 }  // namespace hpshmem

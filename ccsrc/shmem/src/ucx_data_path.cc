@@ -13,8 +13,8 @@
 
 namespace hpshmem {
 
-std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma) {
-  return std::make_unique<UcxTransport>(boot, seg, rma);
+std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma, double peer_timeout_sec) {
+  return std::make_unique<UcxTransport>(boot, seg, rma, peer_timeout_sec);
 }
 
 Status UcxTransport::Connect(const std::vector<PeerCard>&, const std::vector<bool>& reach, double timeout_sec) {
@@ -40,28 +40,48 @@ Status UcxTransport::Setup(const std::vector<bool>& remote, double timeout_sec) 
   fetch_slot_.resize(nranks_);
   get_reply_.resize(nranks_);
   dirty_.reset(new std::atomic<uint8_t>[nranks_]);
+  last_heard_.reset(new std::atomic<int64_t>[nranks_]);
   quiet_sent_.reset(new std::atomic<uint64_t>[nranks_]);
   quiet_acked_.reset(new std::atomic<uint64_t>[nranks_]);
   for (int r = 0; r < nranks_; ++r) {
     dirty_[r] = 0;
     quiet_sent_[r] = 0;
     quiet_acked_[r] = 0;
+    last_heard_[r] = 0;
   }
   HPSHMEM_RETURN_IF_ERROR(conn_.Open(nranks_, base_, bytes_, Handlers(), this));
   std::vector<std::string> all;
   HPSHMEM_RETURN_IF_ERROR(conn_.Exchange(boot_, &all));
   // The progress thread runs from here on: connection set-up needs both sides.
-  HPSHMEM_RETURN_IF_ERROR(progress_.Start(conn_.worker()));
+  HPSHMEM_RETURN_IF_ERROR(progress_.Start(conn_.worker(), [this] { Watch(); }, kBeatMs));
   HPSHMEM_RETURN_IF_ERROR(conn_.Connect(all, peers_, [this](int pe, uint64_t seq) { Echo(pe, seq); }));
   // A round trip to every peer: connections are up (or the failure is named) before Init returns.
   for (int pe : peers_) dirty_[pe] = 1;
   Status s = Quiet();
+  if (s.ok()) {
+    for (int pe : peers_) last_heard_[pe].store(MonotonicNs(), std::memory_order_relaxed);
+    watching_.store(true, std::memory_order_release);
+  }
   if (s.code() == Code::kTimeout) {
     return Status::Timeout(s.message() +
                            ": UCX could not reach it; check UCX_TLS and UCX_NET_DEVICES (ucx_info -d "
                            "lists this host's transports and devices)");
   }
   return s;
+}
+
+void UcxTransport::Watch() {
+  if (!watching_.load(std::memory_order_acquire)) return;
+  const int32_t me = rank_;
+  for (int pe : peers_) conn_.Post(pe, kAmHeartbeat, &me, sizeof me);
+  if (peer_timeout_sec_ <= 0) return;
+  const int64_t now = MonotonicNs(), limit = static_cast<int64_t>(peer_timeout_sec_ * 1e9);
+  for (int pe : peers_) {
+    if (conn_.failed(pe) || now - last_heard_[pe].load(std::memory_order_relaxed) <= limit) continue;
+    conn_.Lost(pe, "became unreachable: nothing heard for " + Seconds(peer_timeout_sec_) +
+                       " s (HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC): the network to its host is down, the host is "
+                       "down, or the process is stopped");
+  }
 }
 
 void UcxTransport::Shutdown() {

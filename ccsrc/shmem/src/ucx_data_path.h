@@ -21,7 +21,8 @@ namespace hpshmem {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma) : boot_(boot), seg_(seg), rma_(rma) {}
+  UcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma, double peer_timeout_sec)
+      : boot_(boot), seg_(seg), rma_(rma), peer_timeout_sec_(peer_timeout_sec) {}
   ~UcxTransport() override { Shutdown(); }
 
   const char* name() const override { return "ucx"; }
@@ -51,9 +52,7 @@ class UcxTransport final : public Transport {
   void PollEnd(bool to_sleep) override { progress_.PollEnd(to_sleep); }
   void Interrupt() override { interrupted_.store(true, std::memory_order_release); }
   void Leave(const std::vector<int>& lost) override;
-  void StartMonitor(std::function<void(const std::vector<int>&)> on_peers_lost) override {
-    conn_.StartMonitor(std::move(on_peers_lost));
-  }
+  void StartMonitor(LostFn on_peers_lost) override { conn_.StartMonitor(std::move(on_peers_lost)); }
   void Shutdown() override;
 
  private:
@@ -87,6 +86,8 @@ class UcxTransport final : public Transport {
                             const ucp_am_recv_param_t* p);
   static ucs_status_t OnGetReply(void* arg, const void* h, size_t hlen, void* data, size_t len,
                                  const ucp_am_recv_param_t* p);
+  static ucs_status_t OnHeartbeat(void* arg, const void* h, size_t hlen, void* data, size_t len,
+                                  const ucp_am_recv_param_t* p);
   bool InSegment(uint64_t off, uint64_t len) const { return off <= bytes_ && len <= bytes_ - off; }
   void ApplyAndNotify(uint64_t off, uint8_t type, uint8_t op, int64_t value);
   // Writes a put-with-signal's bytes here, then applies its signal.
@@ -97,6 +98,12 @@ class UcxTransport final : public Transport {
   // ---- sending and completion (ucx_data_path.cc)
 
   Status Setup(const std::vector<bool>& remote, double timeout_sec);
+  // Run by the progress thread every kBeatMs: a heartbeat to every peer, and
+  // a peer not heard from for peer_timeout_sec_ is lost. TCP says nothing
+  // for minutes when a link or host goes down (it retransmits), nor does
+  // UCX's keepalive over it; silence is how the runtime finds out.
+  void Watch();
+  static constexpr int kBeatMs = 500;
   // Completes `req` (progressing the worker on this thread).
   Status Wait(ucs_status_ptr_t req, int pe, const char* what);
   // Progresses until done() or the deadline / pe's failure.
@@ -133,6 +140,9 @@ class UcxTransport final : public Transport {
   std::vector<int> peers_;                // the ranks reached through UCX
   bool rma_;                              // puts/gets as UCX RMA instead of messages
   std::atomic<bool> interrupted_{false};  // Interrupt(): waits give up
+  double peer_timeout_sec_;
+  std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // per peer: its last heartbeat (MonotonicNs)
+  std::atomic<bool> watching_{false};                   // connections are up: Watch may send and judge
   bool shut_ = false;
   // Completion: a peer is dirty while it has tracked messages that no echo
   // has covered yet.

@@ -21,14 +21,14 @@ constexpr int kIdleWakeMs = 5;
 // application computes wait at most this long.
 constexpr int64_t kHandBackUs = 200;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
+int64_t NowNs() { return MonotonicNs(); }
 
 }  // namespace
 
-Status UcxProgress::Start(ucp_worker_h worker) {
+Status UcxProgress::Start(ucp_worker_h worker, std::function<void()> tick, int tick_ms) {
   worker_ = worker;
+  tick_ = std::move(tick);
+  tick_ns_ = int64_t{tick_ms} * 1000000;
   epfd_.Reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   int efd = -1;
@@ -72,6 +72,12 @@ void UcxProgress::PollEnd(bool to_sleep) {
 void UcxProgress::Loop() {
   epoll_event ev[4];
   while (!stopping_.load(std::memory_order_acquire)) {
+    if (tick_) {
+      if (int64_t now = NowNs(); now >= next_tick_ns_) {
+        next_tick_ns_ = now + tick_ns_;
+        tick_();
+      }
+    }
     // Application threads that poll in a wait get the worker to themselves:
     // two threads progressing one worker fight for its lock, and on a host
     // with fewer cores than threads the loser spins away the holder's time

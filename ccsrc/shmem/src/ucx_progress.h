@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <thread>
 
 #include "hpshmem/status.h"
@@ -23,8 +24,10 @@ class UcxProgress {
   UcxProgress(const UcxProgress&) = delete;
   UcxProgress& operator=(const UcxProgress&) = delete;
 
-  // Starts the thread on `worker`, which must outlive Stop. Errors: kSystem.
-  Status Start(ucp_worker_h worker);
+  // Starts the thread on `worker`, which must outlive Stop; it also runs
+  // `tick` every `tick_ms` milliseconds (roughly: between its waits).
+  // Errors: kSystem.
+  Status Start(ucp_worker_h worker, std::function<void()> tick = {}, int tick_ms = 0);
   // Stops and joins the thread. Idempotent.
   void Stop();
 
@@ -37,6 +40,8 @@ class UcxProgress {
   void Loop();
 
   ucp_worker_h worker_ = nullptr;
+  std::function<void()> tick_;
+  int64_t tick_ns_ = 0, next_tick_ns_ = 0;
   Fd epfd_, wake_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -51,6 +51,6 @@ constexpr size_t kAmChunk = 128 * 1024;
 // Connect, collective over every rank of the job). rma: puts and gets as
 // UCX RMA. Connect's errors: kSystem (a UCX call failed, with UCX's reason),
 // kBootstrap, kTimeout, kPeerDead.
-std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma);
+std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, bool rma, double peer_timeout_sec);
 
 }  // namespace hpshmem

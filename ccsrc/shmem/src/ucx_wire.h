@@ -19,7 +19,8 @@ enum UcxAmId : unsigned {
   kAmLeave,
   kAmGet,
   kAmGetReply,
-  kAmAmo
+  kAmAmo,
+  kAmHeartbeat  // header: the sender's rank (int32); see UcxTransport::Watch
 };
 
 constexpr uint8_t kNoSignal = 0;  // PutSignalHdr::type of a plain put

@@ -1,0 +1,148 @@
+"""Jobs on two real hosts: network namespaces joined by a veth pair, each node with its own IPC and
+mount namespace, private /dev/shm and host name (realhosts.py), two ranks per node under
+``torchrun --nnodes 2`` with the rendezvous on node A's address. Nothing tells the library which
+address or device to use: it finds them. Faults are made on the wire itself (link down, netem) or
+to the processes (kill -9, a bad setting on one node).
+
+After every job: the error names the right ranks and host, every process is gone, nothing is left in
+either node's /dev/shm and no port listens.
+"""
+
+import glob
+import os
+import re
+import sys
+import time
+
+import pytest
+from realhosts import TwoHosts, available
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORKER = os.path.join(HERE, "hosts_fault_worker.py")
+
+_why_not = available()
+pytestmark = pytest.mark.skipif(_why_not is not None, reason=f"two real hosts cannot be made here: {_why_not}")
+
+
+def _start(hosts, tmp_path, rounds, env_by_node=({}, {}), **env):
+    procs = []
+    port = 29000 + os.getpid() % 1000
+    for node in (0, 1):
+        e = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="256m", OMP_NUM_THREADS="1")
+        e.update(FAULT_DIR=str(tmp_path), FAULT_ROUNDS=str(rounds), **env)
+        e.update(env_by_node[node])
+        for var in ("HYPER_PARALLEL_SHMEM_HOST_ID", "UCX_TLS", "UCX_NET_DEVICES", "MASTER_ADDR"):
+            e.pop(var, None)
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node)]
+        argv += ["--nproc-per-node", "2", "--master-addr", hosts.addr[0], "--master-port", str(port), WORKER]
+        procs.append(hosts.popen(node, argv, env=e, cwd=ROOT))
+    return procs
+
+
+def _wait_ready(tmp_path, procs, n=4, timeout=90):
+    deadline = time.monotonic() + timeout
+    while len(glob.glob(str(tmp_path / "ready.*"))) < n:
+        assert time.monotonic() < deadline, "the job did not get going"
+        assert all(p.poll() is None for p in procs), "a node ended before the job got going"
+        time.sleep(0.05)
+
+
+def _finish(hosts, procs, timeout):
+    """{rank: result line} and the whole output, after checking that nothing outlived the job."""
+    codes, outs = hosts.wait(procs, timeout)
+    out = "\n".join(outs)
+    assert "<killed: timeout>" not in out, out[-6000:]
+    results = {int(m.group(1)): m.group(2) for m in re.finditer(r"RESULT rank=(\d+) (.*?)(?=RESULT rank=|\n|$)", out)}
+    for node in (0, 1):
+        assert hosts.ns_pids(node) == [], f"processes left on node {node}"
+    for line in re.findall(r"NODE-(?:SHM|PORTS)-LEFT:.*", out):
+        assert line.split(":", 1)[1].strip() == "", f"{line}\n{out[-4000:]}"
+    assert len(re.findall(r"NODE-SHM-LEFT", out)) == 2, out[-4000:]
+    return codes, results, out
+
+
+def test_a_job_across_two_real_hosts_finds_its_addresses_and_leaves_nothing(tmp_path):
+    with TwoHosts() as h:
+        procs = _start(h, tmp_path, rounds=300)
+        codes, results, out = _finish(h, procs, 180)
+    assert codes == [0, 0], out[-6000:]
+    assert all(results.get(r) == "ok rounds=300" for r in range(4)), results
+
+
+def test_link_down_for_good_is_named_as_the_network_on_every_rank(tmp_path):
+    with TwoHosts() as h:
+        procs = _start(
+            h,
+            tmp_path,
+            rounds=10**8,
+            HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC="3",
+            HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="60",
+        )
+        _wait_ready(tmp_path, procs)
+        t0 = time.monotonic()
+        h.link(False)
+        codes, results, out = _finish(h, procs, 90)
+        took = time.monotonic() - t0
+    assert sorted(results) == [0, 1, 2, 3], out[-6000:]
+    for r, line in results.items():
+        # A wait names every silent rank with its host; a transfer caught in flight, the one it went to.
+        others = r"2, 3 \(host nodeB\)|[23]: the rank" if r < 2 else r"0, 1 \(host nodeA\)|[01]: the rank"
+        assert "PeerDeadError" in line and "became unreachable" in line and "network" in line, line
+        assert re.search(rf"rank(\(s\))? ({others})", line), line
+    assert took < 30, f"the ranks took {took:.1f} s to give up (peer timeout 3 s)"
+
+
+def test_a_two_second_outage_is_survived_with_correct_results(tmp_path):
+    with TwoHosts() as h:
+        procs = _start(h, tmp_path, rounds=6000)
+        _wait_ready(tmp_path, procs)
+        h.link(False)
+        time.sleep(2)
+        h.link(True)
+        codes, results, out = _finish(h, procs, 180)
+    # Every round's values are checked by the ranks themselves.
+    assert codes == [0, 0] and all(results.get(r) == "ok rounds=6000" for r in range(4)), out[-6000:]
+
+
+def test_a_rank_killed_on_the_other_host_is_named_at_once(tmp_path):
+    with TwoHosts() as h:
+        procs = _start(h, tmp_path, rounds=10**8, HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="60")
+        _wait_ready(tmp_path, procs)
+        t0 = time.monotonic()
+        os.kill(int((tmp_path / "ready.3").read_text()), 9)
+        codes, results, out = _finish(h, procs, 90)
+        took = time.monotonic() - t0
+    assert sorted(results) == [0, 1, 2], out[-6000:]
+    for line in results.values():
+        assert "PeerDeadError" in line and re.search(r"rank\(s\) 3\b", line), line
+    assert "(host nodeB)" in results[0] and "(host nodeB)" in results[1], results
+    assert took < 20, f"{took:.1f} s to notice a killed rank"
+
+
+def test_a_node_whose_ranks_fail_their_init_is_named_by_the_other_at_once(tmp_path):
+    with TwoHosts() as h:
+        t0 = time.monotonic()
+        procs = _start(
+            h,
+            tmp_path,
+            rounds=10,
+            env_by_node=({}, {"SYMMETRIC_MEMORY_HEAP_SIZE": "lots"}),
+            HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="60",
+        )
+        codes, results, out = _finish(h, procs, 90)
+        took = time.monotonic() - t0
+    assert codes[0] != 0 and codes[1] != 0, out[-6000:]
+    for r in (0, 1):
+        assert re.search(r"rank [23] failed to start: SYMMETRIC_MEMORY_HEAP_SIZE='lots'", results[r]), results
+    assert took < 45, f"{took:.1f} s (the bootstrap timeout is 60 s)"
+
+
+def test_collectives_are_correct_over_a_slow_lossy_wire(tmp_path):
+    with TwoHosts() as h:
+        why = h.netem("delay 20ms loss 5%")
+        if why:
+            pytest.skip(f"netem is not available in this kernel: {why}")
+        procs = _start(h, tmp_path, rounds=25)
+        codes, results, out = _finish(h, procs, 240)
+    assert codes == [0, 0] and all(results.get(r) == "ok rounds=25" for r in range(4)), out[-6000:]
