@@ -3,7 +3,7 @@ PY ?= python3
 JOBS ?= 2
 CPP_BUILD ?= build/cpp
 
-.PHONY: all build build-cpp install lint format docs test test-quick test-full test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes clean
+.PHONY: all build build-cpp install lint format docs test test-quick test-full test-cpp test-python test-sanitize fuzz soak bench demo demo-nodes demo-hosts clean
 
 all: build
 
@@ -133,6 +133,11 @@ demo: install
 # Two torchrun "nodes" on this machine, each its own host to the library (HYPER_PARALLEL_SHMEM_HOST_ID):
 # shared memory inside a node, UCX over TCP on loopback between them. On real nodes drop the two
 # variables that simulate hosts and name the nodes' address in --master-addr.
+# The same on two real hosts made on this machine (root): network namespaces joined by a veth pair,
+# each node with a private /dev/shm and host name (tests/python/realhosts.py).
+demo-hosts: install
+	$(PY) tests/python/realhosts.py examples/ring.py
+
 demo-nodes: install
 	port=$$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
 	pids=""; for node in 0 1; do \

@@ -38,6 +38,26 @@ TEST(ParseByteSize, Suffixes) {
   }
 }
 
+// The silence after which a peer on another host is lost: [1, 1e6] s, or 0
+// (never); anything else is refused naming the variable.
+TEST(Config, PeerTimeout) {
+  hpshmem::Config c;
+  ASSERT_TRUE(hpshmem::Config::Build({}, &c).ok());
+  EXPECT_EQ(c.peer_timeout_sec, 10.0);
+  for (const char* good : {"0", "1", "2.5", "1e6"}) {
+    setenv("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC", good, 1);
+    ASSERT_TRUE(hpshmem::Config::Build({}, &c).ok()) << good;
+    EXPECT_EQ(c.peer_timeout_sec, std::strtod(good, nullptr)) << good;
+  }
+  for (const char* bad : {"-1", "0.5", "nan", "inf", "1e7", "3s"}) {
+    setenv("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC", bad, 1);
+    hpshmem::Status s = hpshmem::Config::Build({}, &c);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC='"), std::string::npos) << bad;
+  }
+  unsetenv("HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC");
+}
+
 TEST(Config, EnvironmentAndOverrides) {
   setenv("SYMMETRIC_MEMORY_HEAP_SIZE", "3m", 1);
   setenv("HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "7.5", 1);

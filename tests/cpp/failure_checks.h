@@ -15,20 +15,20 @@
 
 namespace hptest {
 
-// Whether a PeerDead message names `rank` among the dead: "rank(s) 1, 3 exited
-// ...", "rank 3 has exited ..." or "... to rank 3: the rank exited ...".
+// Whether a PeerDead message names `rank` among the lost: "rank(s) 1, 3 exited
+// ..." (one such list per cause), "rank 3 has exited ..." or "... to rank 3:
+// the rank exited ...".
 inline bool NamesRank(const std::string& m, int rank) {
   const std::string r = std::to_string(rank);
-  size_t at = m.find("rank(s) ");
-  if (at != std::string::npos) {
+  for (size_t at = m.find("rank(s) "); at != std::string::npos; at = m.find("rank(s) ", at + 8)) {
     size_t end = m.find_first_not_of("0123456789, ", at + 8);
     std::string list = ", " + m.substr(at + 8, end == std::string::npos ? end : end - at - 8);
     while (!list.empty() && (list.back() == ' ' || list.back() == ',')) list.pop_back();
     list += ",";
-    return list.find(", " + r + ",") != std::string::npos;
+    if (list.find(", " + r + ",") != std::string::npos) return true;
   }
   return m.find("rank " + r + " has exited") != std::string::npos ||
-         m.find("to rank " + r + ": the rank exited") != std::string::npos;
+         m.find("to rank " + r + ": the rank ") != std::string::npos;
 }
 
 // Names that belong to the job with this unique id: its abstract sockets carry the job id;

@@ -1,4 +1,5 @@
-"""One rank of a fault test on two real hosts (tests/python/realhosts.py), started by torchrun.
+"""One rank of a fault test on two real hosts (tests/python/realhosts.py), started by torchrun, or
+directly with ``FAULT_BACKEND=none`` (the library's own bootstrap endpoint, no torch.distributed).
 
 Runs rounds of a barrier, a checked allgather of `SIZE` floats, a checked ``dist.all_reduce`` on the
 ``hpshmem`` backend and a put-with-signal ring until `ROUNDS` are done or an operation fails.
@@ -28,8 +29,11 @@ t0 = time.monotonic()
 
 def run():
     global t0
-    dist.init_process_group(BACKEND)
-    world = dist.get_world_size()
+    if BACKEND == "none":  # ranks from RANK / WORLD_SIZE, the bootstrap at HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT
+        world = int(os.environ["WORLD_SIZE"])
+    else:
+        dist.init_process_group(BACKEND)
+        world = dist.get_world_size()
     inbox = symm.empty(SIZE, dtype=torch.float32)
     gathered = symm.empty(world * SIZE, dtype=torch.float32)
     flag = symm.empty(1, dtype=torch.int64)
@@ -72,4 +76,5 @@ except Exception as e:  # the test reads the message
     sys.exit(3)
 print(f"RESULT rank={rank} ok rounds={rounds}", flush=True)
 symm.finalize()
-dist.destroy_process_group()
+if dist.is_initialized():
+    dist.destroy_process_group()

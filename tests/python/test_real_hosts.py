@@ -40,6 +40,23 @@ def _start(hosts, tmp_path, rounds, env_by_node=({}, {}), **env):
     return procs
 
 
+def _start_direct(hosts, tmp_path, rounds, nodes=(0, 1), **env):
+    """Two ranks on each of `nodes`, started without a launcher: ranks from RANK / WORLD_SIZE, the
+    library's bootstrap listening on node A's address."""
+    procs = []
+    endpoint = f"tcp://{hosts.addr[0]}:{29000 + os.getpid() % 1000}"
+    for node in nodes:
+        for local in (0, 1):
+            e = dict(os.environ, SYMMETRIC_MEMORY_HEAP_SIZE="64m", OMP_NUM_THREADS="1", FAULT_BACKEND="none")
+            e.update(FAULT_DIR=str(tmp_path), FAULT_ROUNDS=str(rounds), RANK=str(2 * node + local), WORLD_SIZE="4")
+            e.update(HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT=endpoint, HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET="s3cr3t")
+            e.update(env)
+            for var in ("HYPER_PARALLEL_SHMEM_HOST_ID", "UCX_TLS", "UCX_NET_DEVICES", "MASTER_ADDR"):
+                e.pop(var, None)
+            procs.append(hosts.popen(node, [sys.executable, WORKER], env=e, cwd=ROOT))
+    return procs
+
+
 def _wait_ready(tmp_path, procs, n=4, timeout=90):
     deadline = time.monotonic() + timeout
     while len(glob.glob(str(tmp_path / "ready.*"))) < n:
@@ -58,7 +75,7 @@ def _finish(hosts, procs, timeout):
         assert hosts.ns_pids(node) == [], f"processes left on node {node}"
     for line in re.findall(r"NODE-(?:SHM|PORTS)-LEFT:.*", out):
         assert line.split(":", 1)[1].strip() == "", f"{line}\n{out[-4000:]}"
-    assert len(re.findall(r"NODE-SHM-LEFT", out)) == 2, out[-4000:]
+    assert len(re.findall(r"NODE-SHM-LEFT", out)) == len(procs), out[-4000:]
     return codes, results, out
 
 
@@ -146,3 +163,25 @@ def test_collectives_are_correct_over_a_slow_lossy_wire(tmp_path):
         procs = _start(h, tmp_path, rounds=25)
         codes, results, out = _finish(h, procs, 240)
     assert codes == [0, 0] and all(results.get(r) == "ok rounds=25" for r in range(4)), out[-6000:]
+
+
+def test_a_node_started_late_joins_the_job(tmp_path):
+    with TwoHosts() as h:
+        procs = _start_direct(h, tmp_path, rounds=100, nodes=(0,))
+        time.sleep(8)  # node A's ranks are waiting in the bootstrap meanwhile
+        assert all(p.poll() is None for p in procs), "node A gave up on a late node"
+        procs += _start_direct(h, tmp_path, rounds=100, nodes=(1,))
+        codes, results, out = _finish(h, procs, 120)
+    assert codes == [0] * 4 and all(results.get(r) == "ok rounds=100" for r in range(4)), out[-6000:]
+
+
+def test_a_node_that_never_starts_is_named_at_the_bootstrap_timeout(tmp_path):
+    with TwoHosts() as h:
+        t0 = time.monotonic()
+        procs = _start_direct(h, tmp_path, rounds=10, nodes=(0,), HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="5")
+        codes, results, out = _finish(h, procs, 60)
+        took = time.monotonic() - t0
+    assert sorted(results) == [0, 1] and all(c != 0 for c in codes), out[-6000:]
+    assert "rank(s) 2, 3 did not join" in results[0], results
+    assert "BootstrapError" in results[1] or "TimeoutError" in results[1], results
+    assert took < 40, f"{took:.1f} s"
