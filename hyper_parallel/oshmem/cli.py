@@ -15,6 +15,12 @@ number for a signal), else 0. ``--hosts H`` simulates H hosts on this machine
 (consecutive blocks of PEs get distinct HYPER_PARALLEL_SHMEM_HOST_ID values and
 reach each other through UCX over TCP on loopback), ``--host-id`` gives each PE's
 host identity explicitly.
+
+On several real hosts, run ``oshrun -np N --nnodes M --node-rank K --master-addr A
+[--master-port P] program`` on each of the M hosts (K = 0 .. M-1): host K starts
+PEs K*N/M .. (K+1)*N/M - 1, and PE 0 (on host 0) listens for the others at A:P
+(A: host 0's address as the others reach it). Set the same
+HYPER_PARALLEL_SHMEM_BOOTSTRAP_SECRET on every host to keep other jobs out.
 """
 
 from __future__ import annotations
@@ -101,6 +107,10 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     hosts.add_argument("--hosts", type=int, default=1, help="simulate this many hosts (blocks of PEs)")
     hosts.add_argument("--host-id", default=None, help="comma-separated host identity of each PE")
     p.add_argument("--grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--nnodes", type=int, default=1, help="real hosts of the job (run oshrun on each)")
+    p.add_argument("--node-rank", type=int, default=0, help="this host's number, 0 .. nnodes-1")
+    p.add_argument("--master-addr", default=None, help="host 0's address, where PE 0 listens (with --nnodes)")
+    p.add_argument("--master-port", type=int, default=29400, help="PE 0's port on --master-addr")
     p.add_argument("program")
     p.add_argument("args", nargs=argparse.REMAINDER)
     ns = p.parse_args(argv)
@@ -108,6 +118,17 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         p.error("-np must be at least 1")
     if ns.hosts < 1 or ns.hosts > ns.np:
         p.error("--hosts must be between 1 and -np")
+    if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
+        p.error(f"--nnodes must be at least 1 and --node-rank in [0, {ns.nnodes - 1}]")
+    if ns.nnodes > 1:
+        if not ns.master_addr:
+            p.error("--nnodes > 1 needs --master-addr (host 0's address)")
+        if ns.np % ns.nnodes:
+            p.error(f"-np {ns.np} is not a multiple of --nnodes {ns.nnodes}")
+        if ns.hosts > 1 or ns.host_id is not None:
+            p.error("--hosts and --host-id simulate hosts on one machine; --nnodes runs on real ones")
+        if not 0 < ns.master_port < 65536:
+            p.error("--master-port must be in [1, 65535]")
     if ns.host_id is not None:
         ids = ns.host_id.split(",")
         if len(ids) != ns.np or not all(ids):
@@ -191,7 +212,13 @@ def oshrun(argv: Optional[List[str]] = None) -> int:
     reader.start()
 
     try:
-        if ns.np == 1:
+        if ns.nnodes > 1:
+            # Every PE of every host meets PE 0 at the address given: no unique id to hand around.
+            base["HYPER_PARALLEL_SHMEM_BOOTSTRAP_ENDPOINT"] = f"tcp://{ns.master_addr}:{ns.master_port}"
+            local = ns.np // ns.nnodes
+            for rank in range(ns.node_rank * local, (ns.node_rank + 1) * local):
+                start(rank, env_for(rank))
+        elif ns.np == 1:
             start(0, env_for(0))
         else:
             r, w = os.pipe()

@@ -73,6 +73,7 @@ class TwoHosts:
                 _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
                 _ip("-n", ns, "link", "set", "lo", "up")
                 _ip("-n", ns, "link", "set", dev, "up")
+            self._wait_up()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -95,10 +96,22 @@ class TwoHosts:
         self.procs.append(p)
         return p
 
+    def _wait_up(self, timeout=10):
+        # A veth end carries traffic (and UCX lists it) only once the kernel says "state UP", a
+        # moment after both ends were set up.
+        deadline = time.monotonic() + timeout
+        for ns, dev in zip(self.ns, self.dev):
+            while "state UP" not in _ip("-n", ns, "-o", "link", "show", "dev", dev).stdout:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{dev} in {ns} did not come up")
+                time.sleep(0.02)
+
     def link(self, up):
         """The wire up or down, on both ends (a cable pulled)."""
         for ns, dev in zip(self.ns, self.dev):
             _ip("-n", ns, "link", "set", dev, "up" if up else "down")
+        if up:
+            self._wait_up()
 
     def netem(self, spec):
         """Shape both directions with netem, e.g. "delay 20ms" or "loss 5%"; None removes it.
