@@ -253,3 +253,22 @@ def test_readme_hello(build, tmp_path):
     assert "sum of PE numbers: 6 (expected 6)" in r.stdout
     for pe in range(4):
         assert f'PE {pe} of 4 got "hello from PE {(pe + 3) % 4}"' in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-np", "4", "--nnodes", "2"], "needs --master-addr"),
+        (["-np", "3", "--nnodes", "2", "--master-addr", "198.18.0.1"], "not a multiple of --nnodes"),
+        (["-np", "4", "--nnodes", "2", "--node-rank", "2", "--master-addr", "198.18.0.1"], "--node-rank in [0, 1]"),
+        (["-np", "4", "--nnodes", "2", "--hosts", "2", "--master-addr", "198.18.0.1"], "--nnodes runs on real ones"),
+        (["-np", "4", "--nnodes", "2", "--master-addr", "198.18.0.1", "--master-port", "0"], "--master-port"),
+    ],
+)
+def test_oshrun_refuses_a_bad_multi_host_launch_before_starting_anything(args, message, tmp_path):
+    marker = tmp_path / "started"
+    r = subprocess.run(
+        [tool("oshrun"), *args, "sh", "-c", f"touch {marker}"], capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert not marker.exists()
