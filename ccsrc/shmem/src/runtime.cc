@@ -45,6 +45,8 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported, const std::strin
     for (size_t i = 0; i < pes.size(); ++i) {
       std::string& c = rt->loss_cause[pes[i]];
       if (!c.empty()) continue;
+      rt->loss_order[pes[i]] = 1 + static_cast<int>(std::count_if(rt->loss_order.begin(), rt->loss_order.end(),
+                                                                  [](int o) { return o > 0; }));
       // Those reported by a rank of this host that left are lost for its reasons, not known here.
       c = i < reported.size() ? (cause.empty() ? "exited or was killed" : cause)
                               : "was lost (a rank of this host saw it fail before it left)";
@@ -226,7 +228,8 @@ std::string Runtime::LostRanks(const std::vector<uint8_t>* scope) const {
 }
 
 std::string Runtime::LossText(const std::vector<uint8_t>* scope) {
-  // Ranks grouped by host and cause, in rank order of each group's first.
+  // Ranks grouped by host and cause; the group lost first comes first (the
+  // others are often its consequences: ranks that gave up and left).
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   std::lock_guard<std::mutex> lk(loss_mu);
   for (int r = 0; r < nranks; ++r) {
@@ -238,6 +241,13 @@ std::string Runtime::LossText(const std::vector<uint8_t>* scope) {
     else
       g->second.push_back(r);
   }
+  auto first = [&](const std::vector<int>& rs) {
+    int o = INT32_MAX;
+    for (int r : rs) o = std::min(o, loss_order[r] > 0 ? loss_order[r] : INT32_MAX);
+    return o;
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const auto& a, const auto& b) { return first(a.second) < first(b.second); });
   std::string out;
   for (const auto& [key, ranks] : groups) {
     size_t nl = key.find('\n');
@@ -424,6 +434,7 @@ Status Init(const InitAttr& attr) {
   for (int r = 0; r < rt->nranks; ++r) rt->peer_state[r].store(0);
   rt->host_name.assign(rt->nranks, "");
   rt->loss_cause.assign(rt->nranks, "");
+  rt->loss_order.assign(rt->nranks, 0);
 
   BootstrapParams bp;
   HPSHMEM_RETURN_IF_ERROR(

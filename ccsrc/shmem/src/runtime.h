@@ -91,6 +91,7 @@ struct Runtime {
   std::vector<std::string> host_name;  // each rank's host, for errors; "" for this host's ranks
   std::mutex loss_mu;
   std::vector<std::string> loss_cause;  // why each lost rank was lost (Transport::LostFn)
+  std::vector<int> loss_order;          // when, as 1, 2, ... (0: not lost): errors name the first cause first
   std::atomic<bool> finalizing{false};
   // Finalize is releasing the runtime: calls in flight leave with an error,
   // new ones are refused (see CallScope).
