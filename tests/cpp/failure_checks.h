@@ -16,8 +16,8 @@
 namespace hptest {
 
 // Whether a PeerDead message names `rank` among the lost: "rank(s) 1, 3 exited
-// ..." (one such list per cause), "rank 3 has exited ..." or "... to rank 3:
-// the rank exited ...".
+// ..." (one such list per cause), "rank 3 has exited ..." or "... to rank 3
+// (host h): the rank exited ...".
 inline bool NamesRank(const std::string& m, int rank) {
   const std::string r = std::to_string(rank);
   for (size_t at = m.find("rank(s) "); at != std::string::npos; at = m.find("rank(s) ", at + 8)) {
@@ -28,7 +28,8 @@ inline bool NamesRank(const std::string& m, int rank) {
     if (list.find(", " + r + ",") != std::string::npos) return true;
   }
   return m.find("rank " + r + " has exited") != std::string::npos ||
-         m.find("to rank " + r + ": the rank ") != std::string::npos;
+         m.find("to rank " + r + ": the rank ") != std::string::npos ||
+         m.find("to rank " + r + " (host ") != std::string::npos;
 }
 
 // Names that belong to the job with this unique id: its abstract sockets carry the job id;

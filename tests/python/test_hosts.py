@@ -120,6 +120,46 @@ def scenario_stopped_remote_rank(rank, world):
     os._exit(0)
 
 
+def scenario_silent_remote_rank(rank, world):
+    # Rank 1 (the other host) stops itself, so its heartbeats stop too: with a peer timeout of 2 s
+    # and a wait timeout of 60 s, rank 0's wait ends after about 2 s naming rank 1 unreachable.
+    import hyper_parallel.core.symmetric_memory as symm
+
+    F = current()
+    sig = symm.empty(2, dtype=F.dtype("int64"))
+    F.fill(sig, 0)
+    symm.barrier()
+    if rank == 1:
+        symm.shmem_put(sig, 1, F.full(1, os.getpid(), "int64"), 0, 1, 0)
+        symm.barrier()
+        os.kill(os.getpid(), _signal.SIGSTOP)
+    else:
+        symm.barrier()
+        pid = int(F.bits(sig)[1])
+        t0 = time.monotonic()
+        with pytest.raises(symm.PeerDeadError) as ei:
+            symm.shmem_wait_for_signal(None, sig, 0, 1, 0)
+        dt = time.monotonic() - t0
+        os.kill(pid, _signal.SIGKILL)
+        msg = str(ei.value)
+        assert "rank(s) 1 (host host1) became unreachable: nothing heard for 2 s" in msg, msg
+        assert 1.5 < dt < 20, dt
+    os._exit(0)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_silent_remote_rank_is_named_unreachable_at_the_peer_timeout(framework):
+    res = run_job(
+        HERE,
+        "scenario_silent_remote_rank",
+        2,
+        env={"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "60", "HYPER_PARALLEL_SHMEM_PEER_TIMEOUT_SEC": "2"},
+        framework=framework,
+        layout="hosts",
+    )
+    assert not res.timed_out and res.codes[0] == 0, res.describe()
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_stopped_remote_rank_hits_the_timeout(framework):
     assert_job_ok(

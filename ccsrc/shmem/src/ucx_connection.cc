@@ -179,7 +179,8 @@ Status UcxConnection::Fail(int pe, const char* what, ucs_status_t st) const {
       std::lock_guard<std::mutex> lk(lost_mu_);
       if (static_cast<size_t>(pe) < cause_.size()) cause = cause_[pe];
     }
-    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) + ": the rank " +
+    std::string host = static_cast<size_t>(pe) < host_names_.size() ? " (host " + host_names_[pe] + ")" : "";
+    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) + host + ": the rank " +
                             (cause.empty() ? "exited, was killed, or its connection was lost" : cause));
   }
   return UcxError(std::string(what) + " to rank " + std::to_string(pe), st);

@@ -72,6 +72,8 @@ class UcxConnection {
   // The status of a failed operation toward pe: PeerDead once its endpoint failed.
   Status Fail(int pe, const char* what, ucs_status_t st) const;
 
+  // Each rank's host name, for errors.
+  void SetHostNames(std::vector<std::string> names) { host_names_ = std::move(names); }
   // Marks pe lost (its endpoint failed, it fell silent, or a peer said so)
   // and reports it once, with `cause` (see Transport::LostFn), to the
   // monitor, or to the monitor to come.
@@ -104,6 +106,7 @@ class UcxConnection {
   Transport::LostFn on_lost_;
   std::vector<std::pair<int, std::string>> lost_early_;  // failures seen before StartMonitor
   std::vector<std::string> cause_;                       // why each failed peer failed
+  std::vector<std::string> host_names_;
 };
 
 }  // namespace hpshmem

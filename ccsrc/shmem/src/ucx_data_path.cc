@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -17,7 +18,10 @@ std::unique_ptr<Transport> NewUcxTransport(Bootstrap* boot, LocalSegment* seg, b
   return std::make_unique<UcxTransport>(boot, seg, rma, peer_timeout_sec);
 }
 
-Status UcxTransport::Connect(const std::vector<PeerCard>&, const std::vector<bool>& reach, double timeout_sec) {
+Status UcxTransport::Connect(const std::vector<PeerCard>& cards, const std::vector<bool>& reach, double timeout_sec) {
+  std::vector<std::string> hosts;
+  for (const PeerCard& c : cards) hosts.emplace_back(c.hostname, strnlen(c.hostname, sizeof c.hostname));
+  conn_.SetHostNames(std::move(hosts));
   bool any = false;
   for (bool r : reach) any |= r;
   if (!any) {  // still take part in the exchange the other ranks make
