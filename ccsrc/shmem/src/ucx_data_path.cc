@@ -34,6 +34,7 @@ Status UcxTransport::Connect(const std::vector<PeerCard>& cards, const std::vect
 Status UcxTransport::Setup(const std::vector<bool>& remote, double timeout_sec) {
   rank_ = boot_->rank();
   nranks_ = boot_->nranks();
+  beat_hdr_ = rank_;
   held_from_.assign(nranks_, 0);
   timeout_sec_ = timeout_sec;
   base_ = seg_->base();
@@ -76,8 +77,7 @@ Status UcxTransport::Setup(const std::vector<bool>& remote, double timeout_sec) 
 
 void UcxTransport::Watch() {
   if (!watching_.load(std::memory_order_acquire)) return;
-  const int32_t me = rank_;
-  for (int pe : peers_) conn_.Post(pe, kAmHeartbeat, &me, sizeof me);
+  for (int pe : peers_) conn_.Post(pe, kAmHeartbeat, &beat_hdr_, sizeof beat_hdr_);
   if (peer_timeout_sec_ <= 0) return;
   const int64_t now = MonotonicNs(), limit = static_cast<int64_t>(peer_timeout_sec_ * 1e9);
   for (int pe : peers_) {

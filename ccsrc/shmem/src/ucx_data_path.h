@@ -143,6 +143,9 @@ class UcxTransport final : public Transport {
   double peer_timeout_sec_;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // per peer: its last heartbeat (MonotonicNs)
   std::atomic<bool> watching_{false};                   // connections are up: Watch may send and judge
+  // A heartbeat's header (this rank): UCX may read it after Post returns,
+  // while the socket is busy, so it lives as long as the transport.
+  int32_t beat_hdr_ = -1;
   bool shut_ = false;
   // Completion: a peer is dirty while it has tracked messages that no echo
   // has covered yet.
