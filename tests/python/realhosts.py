@@ -9,6 +9,7 @@ set aside for network benchmarks), so no traffic can leave the machine.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -124,6 +125,25 @@ class TwoHosts:
                 if r.returncode != 0:
                     return r.stderr.strip() or f"tc exited with {r.returncode}"
         return None
+
+    def throttle(self, rate="32mbit", queue="10ms"):
+        """A slow wire that drops what overflows its queue (tbf): for kernels without netem. Returns
+        the tc command's error, or None."""
+        for ns, dev in zip(self.ns, self.dev):
+            subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            cmd = ["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "32kb"]
+            r = subprocess.run([*cmd, "latency", queue], capture_output=True, text=True)
+            if r.returncode != 0:
+                return r.stderr.strip() or f"tc exited with {r.returncode}"
+        return None
+
+    def dropped(self):
+        """Packets the shaping dropped on both ends so far."""
+        total = 0
+        for ns, dev in zip(self.ns, self.dev):
+            out = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True, text=True)
+            total += sum(int(n) for n in re.findall(r"dropped (\d+)", out.stdout))
+        return total
 
     def ns_pids(self, node):
         """Processes still alive in a node's network namespace."""

@@ -128,20 +128,25 @@ def test_a_two_second_outage_is_survived_with_correct_results(tmp_path):
     assert codes == [0, 0] and all(results.get(r) == "ok rounds=6000" for r in range(4)), out[-6000:]
 
 
-@pytest.mark.parametrize("size", [1021, 262147], ids=["small", "1MiB-per-rank"])
-def test_a_rank_killed_on_the_other_host_is_named_at_once(tmp_path, size):
+@pytest.mark.parametrize("size, victim", [(1021, 3), (262147, 1)], ids=["small-on-node-B", "1MiB-per-rank-on-node-A"])
+def test_a_rank_killed_on_either_host_is_named_at_once(tmp_path, size, victim):
     with TwoHosts() as h:
         procs = _start(h, tmp_path, rounds=10**8, HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="60", FAULT_SIZE=str(size))
         _wait_ready(tmp_path, procs)
         t0 = time.monotonic()
-        os.kill(int((tmp_path / "ready.3").read_text()), 9)
+        os.kill(int((tmp_path / f"ready.{victim}").read_text()), 9)
         codes, results, out = _finish(h, procs, 90)
         took = time.monotonic() - t0
-    assert sorted(results) == [0, 1, 2], out[-6000:]
-    for line in results.values():
+    survivors = [r for r in range(4) if r != victim]
+    host = "nodeA" if victim < 2 else "nodeB"
+    assert sorted(results) == survivors, out[-6000:]
+    for r in survivors:
         # A wait or barrier lists the lost ranks; a transfer caught in flight names the one it went to.
-        assert "PeerDeadError" in line and re.search(r"rank\(s\) 3\b|to rank 3 \(host nodeB\): the rank", line), line
-    assert "(host nodeB)" in results[0] and "(host nodeB)" in results[1], results
+        line = results[r]
+        assert "PeerDeadError" in line, line
+        assert re.search(rf"rank\(s\) {victim}\b|to rank {victim} \(host {host}\): the rank", line), line
+        if r // 2 != victim // 2:  # across the wire, the host is named
+            assert f"(host {host})" in line, line
     assert took < 20, f"{took:.1f} s to notice a killed rank"
 
 
@@ -165,12 +170,18 @@ def test_a_node_whose_ranks_fail_their_init_is_named_by_the_other_at_once(tmp_pa
 
 def test_collectives_are_correct_over_a_slow_lossy_wire(tmp_path):
     with TwoHosts() as h:
-        why = h.netem("delay 20ms loss 5%")
-        if why:
-            pytest.skip(f"netem is not available in this kernel: {why}")
-        procs = _start(h, tmp_path, rounds=25)
+        if h.netem("delay 20ms loss 5%") is None:
+            procs = _start(h, tmp_path, rounds=25)
+        else:  # no netem in this kernel: a 32 Mbit/s wire with a 10 ms queue, which drops what overflows
+            why = h.throttle()
+            if why:
+                pytest.skip(f"neither netem nor tbf is available in this kernel: {why}")
+            procs = _start(h, tmp_path, rounds=12, FAULT_SIZE="65537")
         codes, results, out = _finish(h, procs, 240)
-    assert codes == [0, 0] and all(results.get(r) == "ok rounds=25" for r in range(4)), out[-6000:]
+        dropped = h.dropped()
+    # Every round's values are checked by the ranks themselves.
+    assert codes == [0, 0] and all(results.get(r, "").startswith("ok rounds=") for r in range(4)), out[-6000:]
+    assert dropped > 0, "the wire dropped nothing: the test saw no loss"
 
 
 def test_a_node_started_late_joins_the_job(tmp_path):
