@@ -187,7 +187,7 @@ def test_collectives_are_correct_over_a_slow_lossy_wire(tmp_path):
 def test_a_node_started_late_joins_the_job(tmp_path):
     with TwoHosts() as h:
         procs = _start_direct(h, tmp_path, rounds=100, nodes=(0,))
-        time.sleep(8)  # node A's ranks are waiting in the bootstrap meanwhile
+        time.sleep(30)  # node A's ranks are waiting in the bootstrap meanwhile (its timeout: 120 s)
         assert all(p.poll() is None for p in procs), "node A gave up on a late node"
         procs += _start_direct(h, tmp_path, rounds=100, nodes=(1,))
         codes, results, out = _finish(h, procs, 120)
