@@ -350,6 +350,39 @@ TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// Across hosts a small allreduce goes eager (every rank's values into every
+// peer's slot, no announcement); a rank whose count sends it down the
+// announced path instead must still meet the others' disagreement, and all
+// fail alike, writing nothing, then agree on the next call.
+TEST(Collective, AllreduceMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    using hpshmem::ops::DType;
+    using hpshmem::ops::ReduceOp;
+    const size_t slot_elems = hpshmem::ops::EagerSlotBytes(n) / 8;
+    const size_t cap = 2 * slot_elems + 5;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(cap * 8, &buf));
+    auto* v = static_cast<int64_t*>(buf);
+    // Rank 3's count against the others': past the slot against within it, within against past, both within.
+    const std::pair<size_t, size_t> cases[] = {{slot_elems + 1, 7}, {13, slot_elems + 2}, {1, 2}};
+    for (auto [odd, usual] : cases) {
+      for (size_t i = 0; i < cap; ++i) v[i] = rank * 1000 + static_cast<int64_t>(i);
+      hpshmem::Status s = hpshmem::ops::Allreduce(buf, rank == 3 ? odd : usual, DType::kInt64, ReduceOp::kSum);
+      RCHECK(s.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + s.ToString());
+      for (size_t i = 0; i < cap; ++i)
+        RCHECK(v[i] == rank * 1000 + static_cast<int64_t>(i), "element " + std::to_string(i) + " written");
+      for (size_t count : {size_t{1}, slot_elems, slot_elems + 1}) {
+        for (size_t i = 0; i < count; ++i) v[i] = rank + 1 + static_cast<int64_t>(i);
+        RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt64, ReduceOp::kSum));
+        for (size_t i = 0; i < count; ++i)
+          RCHECK(v[i] == n * (n + 1) / 2 + n * static_cast<int64_t>(i), "the call after a mismatch");
+      }
+    }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 // Ranks that pass different allgather sizes, on both sides of the eager slot,
 // both within it or both past it: every rank fails (each sees a peer that differs), nothing
 // of a rank whose size differs reaches anyone's output (eager outputs stay untouched), and

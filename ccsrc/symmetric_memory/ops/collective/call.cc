@@ -35,28 +35,6 @@ std::string Describe(const char* what, int64_t count, int64_t packed) {
          OpName(packed & 0xff) + place;
 }
 
-// Every rank compares every rank's words for call `epoch`, so all reach the
-// same verdict. On a mismatch nobody leaves before everyone has read the
-// words (a rank gone ahead would overwrite them), then all fail alike.
-Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
-  int bad = -1;
-  int64_t theirs[2] = {0, 0};
-  for (int p = 0; p < call.members; ++p) {
-    if (p == call.me) continue;
-    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-    if (bad < 0 && (call.layout.place[2 * p] != count || call.layout.place[2 * p + 1] != packed)) {
-      bad = p;
-      theirs[0] = call.layout.place[2 * p];  // read now: once the sync below is done, p may overwrite them
-      theirs[1] = call.layout.place[2 * p + 1];
-    }
-  }
-  if (bad < 0) return Status::OK();
-  HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
-  return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(call.me) +
-                                    " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) + " " +
-                                    Describe(what, theirs[0], theirs[1]));
-}
-
 // Counters only grow: `expected` is the total this rank has waited for so far; wait for `n` more.
 Status WaitCounter(int64_t* word, int64_t* expected, int64_t n, const char* label, int team) {
   *expected += n;
@@ -183,6 +161,28 @@ Status PutSlot(const CollectiveCall& call, int p, const EagerHeader& header, con
 int64_t Place(const CollectiveCall& call, const void* buffer) {
   auto off = static_cast<uint64_t>(static_cast<const char*>(buffer) - call.workspace);
   return static_cast<int64_t>((off ^ (off >> 23) ^ (off >> 46)) & 0x7fffff);
+}
+
+// Every rank compares every rank's words for call `epoch`, so all reach the
+// same verdict. On a mismatch nobody leaves before everyone has read the
+// words (a rank gone ahead would overwrite them), then all fail alike.
+Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
+  int bad = -1;
+  int64_t theirs[2] = {0, 0};
+  for (int p = 0; p < call.members; ++p) {
+    if (p == call.me) continue;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    if (bad < 0 && (call.layout.place[2 * p] != count || call.layout.place[2 * p + 1] != packed)) {
+      bad = p;
+      theirs[0] = call.layout.place[2 * p];  // read now: once the sync below is done, p may overwrite them
+      theirs[1] = call.layout.place[2 * p + 1];
+    }
+  }
+  if (bad < 0) return Status::OK();
+  HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
+  return Status::CollectiveMismatch(std::string(what) + ": ranks disagree: rank " + std::to_string(call.me) +
+                                    " passes " + Describe(what, count, packed) + ", rank " + std::to_string(bad) + " " +
+                                    Describe(what, theirs[0], theirs[1]));
 }
 
 Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, int64_t packed, const char* what) {

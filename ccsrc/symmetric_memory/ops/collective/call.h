@@ -119,6 +119,9 @@ int64_t Place(const CollectiveCall& call, const void* buffer);
 // on a disagreement every member fails alike with kCollectiveMismatch naming
 // `what` and both sides' arguments, after all have read the words.
 Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, int64_t packed, const char* what);
+// The comparison half of BeginAgreed, for a call begun another way whose
+// members' place words hold (count, packed) for `epoch`.
+Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
 
 // Memory that outlives a call: a fresh allocation per call costs a page
 // fault per 4 KiB (and zeroing) at the sizes where it matters.
