@@ -229,13 +229,18 @@ TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// Sizes on both sides of the eager slot (across hosts, calls up to a slot go
+// eager, larger ones are announced), back to back.
 TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
-    const size_t count = 4099;
+    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
+    const size_t counts[] = {1, 7, slot / 4, slot / 4 + 1, 4099, 0};  // int32 elements per block
+    const size_t sizes[] = {1001, 0, slot, slot + 1, 1, 20011};       // broadcast bytes
     void* in;
-    RCHECK_OK(hpshmem::Malloc(count * n * 4, &in));
-    std::vector<int32_t> out(count);
-    for (int call = 0; call < 20; ++call) {
+    RCHECK_OK(hpshmem::Malloc(std::max<size_t>(4099 * n * 4, 20011), &in));
+    for (int call = 0; call < 24; ++call) {
+      const size_t count = counts[call % 6];
+      std::vector<int32_t> out(count + 1, -7);
       auto* v = static_cast<int32_t*>(in);
       for (size_t i = 0; i < count * n; ++i) v[i] = static_cast<int32_t>(Input(rank, i, call));
       RCHECK_OK(hpshmem::ops::ReduceScatter(out.data(), in, count, hpshmem::ops::DType::kInt32,
@@ -245,12 +250,15 @@ TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
         for (int p = 0; p < n; ++p) want += Input(p, rank * count + i, call);
         RCHECK(out[i] == want, "reduce_scatter call " + std::to_string(call));
       }
+      RCHECK(out[count] == -7, "reduce_scatter wrote past its output");
       for (size_t i = 0; i < count * n; ++i) RCHECK(v[i] == Input(rank, i, call), "reduce_scatter changed its input");
       int root = call % n;
+      const size_t bytes = sizes[call % 6];
       auto* b = static_cast<unsigned char*>(in);
-      for (size_t i = 0; i < 1001; ++i) b[i] = rank == root ? Byte(root, i, call) : 0xEE;
-      RCHECK_OK(hpshmem::ops::Broadcast(in, 1001, root));
-      for (size_t i = 0; i < 1001; ++i) RCHECK(b[i] == Byte(root, i, call), "broadcast call " + std::to_string(call));
+      for (size_t i = 0; i <= bytes; ++i) b[i] = rank == root ? Byte(root, i, call) : 0xEE;
+      RCHECK_OK(hpshmem::ops::Broadcast(in, bytes, root));
+      for (size_t i = 0; i < bytes; ++i) RCHECK(b[i] == Byte(root, i, call), "broadcast call " + std::to_string(call));
+      RCHECK(b[bytes] == (rank == root ? Byte(root, bytes, call) : 0xEE), "broadcast wrote past its size");
     }
     RCHECK_OK(hpshmem::Barrier());
   });
@@ -350,32 +358,46 @@ TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
-// Across hosts a small allreduce goes eager (every rank's values into every
-// peer's slot, no announcement); a rank whose count sends it down the
-// announced path instead must still meet the others' disagreement, and all
-// fail alike, writing nothing, then agree on the next call.
-TEST(Collective, AllreduceMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
+// Across hosts a small allreduce or reduce-scatter goes eager (every rank's
+// values into every peer's slot, no announcement); a rank whose count sends it
+// down the announced path instead must still meet the others' disagreement,
+// and all fail alike, writing nothing, then agree on the next call.
+TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
     using hpshmem::ops::DType;
     using hpshmem::ops::ReduceOp;
     const size_t slot_elems = hpshmem::ops::EagerSlotBytes(n) / 8;
-    const size_t cap = 2 * slot_elems + 5;
+    const size_t cap = 4 * (2 * slot_elems + 5);
     void* buf;
     RCHECK_OK(hpshmem::Malloc(cap * 8, &buf));
     auto* v = static_cast<int64_t*>(buf);
     // Rank 3's count against the others': past the slot against within it, within against past, both within.
-    const std::pair<size_t, size_t> cases[] = {{slot_elems + 1, 7}, {13, slot_elems + 2}, {1, 2}};
+    // (For reduce-scatter, a quarter of each per block: 4 ranks.)
+    const std::pair<size_t, size_t> cases[] = {
+        {4 * slot_elems + 4, 28}, {52, 4 * slot_elems + 8}, {4, 8}, {slot_elems + 1, 7}};
     for (auto [odd, usual] : cases) {
       for (size_t i = 0; i < cap; ++i) v[i] = rank * 1000 + static_cast<int64_t>(i);
       hpshmem::Status s = hpshmem::ops::Allreduce(buf, rank == 3 ? odd : usual, DType::kInt64, ReduceOp::kSum);
       RCHECK(s.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + s.ToString());
       for (size_t i = 0; i < cap; ++i)
         RCHECK(v[i] == rank * 1000 + static_cast<int64_t>(i), "element " + std::to_string(i) + " written");
+      // Reduce-scatter of odd / usual elements per block (its input holds n blocks).
+      std::vector<int64_t> out(cap, -7);
+      s = hpshmem::ops::ReduceScatter(out.data(), buf, (rank == 3 ? odd : usual) / n, DType::kInt64, ReduceOp::kSum);
+      RCHECK(s.code() == Code::kCollectiveMismatch,
+             "reduce_scatter, rank " + std::to_string(rank) + ": " + s.ToString());
+      for (size_t i = 0; i < cap; ++i) RCHECK(out[i] == -7, "reduce_scatter wrote element " + std::to_string(i));
       for (size_t count : {size_t{1}, slot_elems, slot_elems + 1}) {
         for (size_t i = 0; i < count; ++i) v[i] = rank + 1 + static_cast<int64_t>(i);
         RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt64, ReduceOp::kSum));
         for (size_t i = 0; i < count; ++i)
           RCHECK(v[i] == n * (n + 1) / 2 + n * static_cast<int64_t>(i), "the call after a mismatch");
+        for (size_t i = 0; i < count; ++i) v[i] = rank + 1 + static_cast<int64_t>(i);
+        RCHECK_OK(hpshmem::ops::ReduceScatter(out.data(), buf, count / n, DType::kInt64, ReduceOp::kSum));
+        for (size_t i = 0; i < count / n; ++i) {
+          int64_t want = n * (n + 1) / 2 + n * static_cast<int64_t>(rank * (count / n) + i);
+          RCHECK(out[i] == want, "the reduce-scatter after a mismatch");
+        }
       }
     }
     RCHECK_OK(hpshmem::Barrier());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/collective/wait_note.h"
+#include "ops/reduce/reduce.h"
 
 namespace hpshmem::ops {
 namespace collective {
@@ -210,6 +211,57 @@ Status ReduceRange(const CollectiveCall& call, const char* data, size_t lo, size
     }
   }
   return ReduceInto(out, srcs, call.members, hi - lo, dtype, op, call.members);
+}
+
+bool SpansHosts(const CollectiveCall& call) {
+  for (int p = 0; p < call.members; ++p)
+    if (p != call.me && !hpshmem::Ptr(call.workspace, call.GlobalRank(p))) return true;
+  return false;
+}
+
+Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes) {
+  const int64_t words[2] = {header.count, header.place};
+  // The ready word is set to what it already holds (our previous call): only
+  // the slot announces this one, once the words have landed before it.
+  HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMemSignal(call.AtMember(p, call.layout.place + 2 * call.me), words, sizeof words,
+                                                call.AtMember(p, call.layout.ready + call.me), kWord, header.epoch - 1,
+                                                SignalOp::kSet, call.GlobalRank(p)));
+  return PutSlot(call, p, header, data, bytes);
+}
+
+Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
+                   int64_t packed, void* out, const char* what) {
+  const int me = call.me, members = call.members;
+  const size_t bytes = count * DTypeSize(dtype);
+  const int64_t epoch = ++call.counters->epoch;
+  const EagerHeader header{epoch, static_cast<int64_t>(count), packed, 0};
+  for (int k = 1; k < members; ++k) {
+    int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(PutSlotAgreed(call, p, header, in + p * stride, bytes));
+  }
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  bool agreed = true;
+  if (t_srcs.size() < static_cast<size_t>(members)) t_srcs.resize(members);
+  for (int k = 1; k < members; ++k) {
+    int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    const EagerHeader& got = SlotHeader(call, p, epoch);
+    agreed &= got.epoch == epoch && got.count == header.count && got.place == packed;
+    t_srcs[p] = SlotData(call, p, epoch);
+  }
+  if (!agreed) {
+    // Every member that came this way sees it too (each reads every slot);
+    // Agree names the difference and meets the members of either path.
+    HPSHMEM_RETURN_IF_ERROR(Agree(call, epoch, header.count, packed, what));
+    HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
+    return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(call.GlobalRank(me)) +
+                                      " and a peer entered different collectives or chose different algorithms");
+  }
+  t_srcs[me] = in + me * stride;
+  // The slots stay as they are until call e + 2, which no peer starts before
+  // this rank entered e + 1.
+  return ReduceInto(out, t_srcs.data(), members, count, dtype, op, members);
 }
 
 }  // namespace collective

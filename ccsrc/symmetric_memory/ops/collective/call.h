@@ -123,6 +123,26 @@ Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, in
 // members' place words hold (count, packed) for `epoch`.
 Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
 
+// Whether a member's memory is not mapped here (it lives on another host):
+// the same answer on every member, since mapping follows the host.
+bool SpansHosts(const CollectiveCall& call);
+
+// Starts call `epoch` eagerly towards member p: the call's arguments (count,
+// packed) into p's place words, then `header` and `bytes` of `data` into p's
+// slot, which announces the call (PutSlot). A member that took the announced
+// path (BeginAgreed) compares the words as usual and meets any disagreement.
+Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes);
+
+// The eager reducing call across hosts (allreduce, reduce-scatter up to an
+// eager slot): sends member p the `count` elements at in + p * stride, with
+// the arguments (count, packed); then reduces, in team-rank order, this
+// rank's own piece and every piece received into `out`. One message per peer
+// pair each way, where the announced path pays an announcement, a get and a
+// release. On a disagreement (headers here, or Agree's words) every member
+// fails alike with kCollectiveMismatch, writing nothing.
+Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
+                   int64_t packed, void* out, const char* what);
+
 // Memory that outlives a call: a fresh allocation per call costs a page
 // fault per 4 KiB (and zeroing) at the sizes where it matters.
 struct Scratch {
