@@ -1,6 +1,8 @@
 // Broadcast: the root puts its data into every member (after all agree on
-// size and root), or, for small data, into every member's eager slot
-// without waiting for them (BroadcastSmall, ops.h).
+// size and root); across hosts, up to an eager slot, into every member's slot
+// while the members agree (BroadcastEager); or, for small data, into every
+// member's eager slot without waiting for them (BroadcastSmall, ops.h).
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -10,15 +12,50 @@ namespace hpshmem::ops {
 
 using namespace collective;
 
+namespace {
+
+// Broadcast of at most an eager slot across hosts: the root puts the data
+// into every member's slot, each other member its header alone, all at once;
+// every member checks every header (so each has entered: none is still reading
+// a slot that the next call but one rewrites), and copies the root's data.
+// One message from the root, where the announced path pays an announcement,
+// the data and a release.
+Status BroadcastEager(const CollectiveCall& call, char* data, const void* from, size_t bytes, int root, int64_t packed,
+                      const char* what) {
+  const int me = call.me, members = call.members;
+  const int64_t epoch = ++call.counters->epoch;
+  const EagerHeader header{epoch, static_cast<int64_t>(bytes), packed, 0};
+  for (int k = 1; k < members; ++k) {
+    int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(PutSlotAgreed(call, p, header, from, me == root ? bytes : 0));
+  }
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
+  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
+  bool agreed = true;
+  for (int k = 1; k < members; ++k) {
+    int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    const EagerHeader& got = SlotHeader(call, p, epoch);
+    agreed &= got.epoch == epoch && got.count == header.count && got.place == packed;
+  }
+  if (!agreed) return EagerDisagreement(call, epoch, header.count, packed, what);
+  if (me != root && bytes) std::memcpy(data, SlotData(call, root, epoch), bytes);
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) {
   const char* what = "shmem_broadcast";
   CollectiveCall call;
   HPSHMEM_RETURN_IF_ERROR(Open(&call, team));
   if (root < 0 || root >= call.members) return CheckRank(root, call.members, "root");
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, 0));
+  const int64_t packed = Pack(0, 0, Place(call, data) << 24 | root);
+  if (call.members > 1 && bytes <= call.eager_bytes && SpansHosts(call))
+    return BroadcastEager(call, static_cast<char*>(data), src ? src : data, bytes, root, packed, what);
   int64_t epoch;
-  HPSHMEM_RETURN_IF_ERROR(
-      BeginAgreed(call, &epoch, static_cast<int64_t>(bytes), Pack(0, 0, Place(call, data) << 24 | root), what));
+  HPSHMEM_RETURN_IF_ERROR(BeginAgreed(call, &epoch, static_cast<int64_t>(bytes), packed, what));
   if (call.me == root) {
     for (int k = 1; k < call.members; ++k) {
       int p = (call.me + k) % call.members;

@@ -229,6 +229,16 @@ Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& heade
   return PutSlot(call, p, header, data, bytes);
 }
 
+Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
+  // Every member that came the eager way sees a disagreement too (each reads
+  // every member's header); Agree names it from the place words and meets the
+  // members of the announced path.
+  HPSHMEM_RETURN_IF_ERROR(Agree(call, epoch, count, packed, what));
+  HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
+  return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(call.GlobalRank(call.me)) +
+                                    " and a peer entered different collectives or chose different algorithms");
+}
+
 Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
                    int64_t packed, void* out, const char* what) {
   const int me = call.me, members = call.members;
@@ -250,14 +260,7 @@ Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, si
     agreed &= got.epoch == epoch && got.count == header.count && got.place == packed;
     t_srcs[p] = SlotData(call, p, epoch);
   }
-  if (!agreed) {
-    // Every member that came this way sees it too (each reads every slot);
-    // Agree names the difference and meets the members of either path.
-    HPSHMEM_RETURN_IF_ERROR(Agree(call, epoch, header.count, packed, what));
-    HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
-    return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(call.GlobalRank(me)) +
-                                      " and a peer entered different collectives or chose different algorithms");
-  }
+  if (!agreed) return EagerDisagreement(call, epoch, header.count, packed, what);
   t_srcs[me] = in + me * stride;
   // The slots stay as they are until call e + 2, which no peer starts before
   // this rank entered e + 1.

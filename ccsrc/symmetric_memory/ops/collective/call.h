@@ -133,6 +133,12 @@ bool SpansHosts(const CollectiveCall& call);
 // path (BeginAgreed) compares the words as usual and meets any disagreement.
 Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes);
 
+// Ends an eager call (PutSlotAgreed to every member) whose headers disagreed:
+// every member fails alike with kCollectiveMismatch, whichever path it took.
+// The place words are read only here: in an agreed eager call a member may
+// already be in the next call, rewriting them; on a disagreement nobody is.
+Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
+
 // The eager reducing call across hosts (allreduce, reduce-scatter up to an
 // eager slot): sends member p the `count` elements at in + p * stride, with
 // the arguments (count, packed); then reduces, in team-rank order, this
