@@ -132,8 +132,28 @@ void Collectives(int rank, int n, void* heap, size_t max_bytes, bool quick, Row&
       elems[k] = static_cast<int64_t>(b);
       sends[k] = in.data();
     }
-    std::vector<double> ag, a2a;
+    std::vector<double> ag, a2a, ar, rs, bc;
+    const size_t floats = std::max<size_t>(1, b / 4 / n) * n;  // a multiple of the ranks, for reduce-scatter
     for (int i = 0; i < batches; ++i) {
+      Check(hpshmem::Barrier(), "barrier");
+      double t1 = Now();
+      for (int k = 0; k < per; ++k) {
+        Check(hpshmem::ops::Allreduce(heap, floats, hpshmem::ops::DType::kFloat32, hpshmem::ops::ReduceOp::kSum),
+              "allreduce");
+      }
+      ar.push_back((Now() - t1) / per);
+      Check(hpshmem::Barrier(), "barrier");
+      t1 = Now();
+      for (int k = 0; k < per; ++k) {
+        Check(hpshmem::ops::ReduceScatter(in.data(), heap, floats / n, hpshmem::ops::DType::kFloat32,
+                                          hpshmem::ops::ReduceOp::kSum),
+              "reduce_scatter");
+      }
+      rs.push_back((Now() - t1) / per);
+      Check(hpshmem::Barrier(), "barrier");
+      t1 = Now();
+      for (int k = 0; k < per; ++k) Check(hpshmem::ops::Broadcast(heap, floats * 4, 0), "broadcast");
+      bc.push_back((Now() - t1) / per);
       Check(hpshmem::Barrier(), "barrier");
       double t0 = Now();
       for (int k = 0; k < per; ++k) Check(hpshmem::ops::Allgather(heap, in.data(), b, false, 1), "allgather");
@@ -148,6 +168,9 @@ void Collectives(int rank, int n, void* heap, size_t max_bytes, bool quick, Row&
     (void)rank;
     row({"allgather", "hpshmem push", n, b, Median(ag) * 1e6, b * n / Median(ag) / 1e9, 0});
     row({"alltoall", "hpshmem push", n, b, Median(a2a) * 1e6, b * n / Median(a2a) / 1e9, 0});
+    row({"allreduce", "hpshmem", n, floats * 4, Median(ar) * 1e6, 0, 0});
+    row({"reduce_scatter", "hpshmem", n, floats * 4, Median(rs) * 1e6, 0, 0});
+    row({"broadcast", "hpshmem", n, floats * 4, Median(bc) * 1e6, 0, 0});
   }
 }
 

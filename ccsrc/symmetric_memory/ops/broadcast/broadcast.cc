@@ -27,7 +27,7 @@ Status BroadcastEager(const CollectiveCall& call, char* data, const void* from, 
   const EagerHeader header{epoch, static_cast<int64_t>(bytes), packed, 0};
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(PutSlotAgreed(call, p, header, from, me == root ? bytes : 0));
+    HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, from, me == root ? bytes : 0));
   }
   HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());

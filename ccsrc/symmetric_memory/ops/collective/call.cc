@@ -165,18 +165,25 @@ int64_t Place(const CollectiveCall& call, const void* buffer) {
 }
 
 // Every rank compares every rank's words for call `epoch`, so all reach the
-// same verdict. On a mismatch nobody leaves before everyone has read the
-// words (a rank gone ahead would overwrite them), then all fail alike.
+// same verdict. A member that began the call eagerly sent its words in its
+// slot's header instead (ReduceEager, BroadcastEager): a header of this epoch
+// says so. On a mismatch nobody leaves before everyone has read the words (a
+// rank gone ahead would overwrite them), then all fail alike.
 Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
   int bad = -1;
   int64_t theirs[2] = {0, 0};
   for (int p = 0; p < call.members; ++p) {
     if (p == call.me) continue;
     HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-    if (bad < 0 && (call.layout.place[2 * p] != count || call.layout.place[2 * p + 1] != packed)) {
+    const EagerHeader& slot = SlotHeader(call, p, epoch);
+    const bool eager = slot.epoch == epoch;
+    // Read now: once the sync below is done, p may overwrite them.
+    const int64_t words[2] = {eager ? slot.count : call.layout.place[2 * p],
+                              eager ? slot.place : call.layout.place[2 * p + 1]};
+    if (bad < 0 && (words[0] != count || words[1] != packed)) {
       bad = p;
-      theirs[0] = call.layout.place[2 * p];  // read now: once the sync below is done, p may overwrite them
-      theirs[1] = call.layout.place[2 * p + 1];
+      theirs[0] = words[0];
+      theirs[1] = words[1];
     }
   }
   if (bad < 0) return Status::OK();
@@ -219,16 +226,6 @@ bool SpansHosts(const CollectiveCall& call) {
   return false;
 }
 
-Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes) {
-  const int64_t words[2] = {header.count, header.place};
-  // The ready word is set to what it already holds (our previous call): only
-  // the slot announces this one, once the words have landed before it.
-  HPSHMEM_RETURN_IF_ERROR(hpshmem::PutMemSignal(call.AtMember(p, call.layout.place + 2 * call.me), words, sizeof words,
-                                                call.AtMember(p, call.layout.ready + call.me), kWord, header.epoch - 1,
-                                                SignalOp::kSet, call.GlobalRank(p)));
-  return PutSlot(call, p, header, data, bytes);
-}
-
 Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
   // Every member that came the eager way sees a disagreement too (each reads
   // every member's header); Agree names it from the place words and meets the
@@ -247,7 +244,7 @@ Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, si
   const EagerHeader header{epoch, static_cast<int64_t>(count), packed, 0};
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(PutSlotAgreed(call, p, header, in + p * stride, bytes));
+    HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, in + p * stride, bytes));
   }
   HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());

@@ -117,7 +117,8 @@ inline int64_t Pack(int64_t dtype, int64_t op, int64_t extra) { return (extra <<
 int64_t Place(const CollectiveCall& call, const void* buffer);
 // Begins the call announcing (count, packed), then compares every member's:
 // on a disagreement every member fails alike with kCollectiveMismatch naming
-// `what` and both sides' arguments, after all have read the words.
+// `what` and both sides' arguments, after all have read the words. Members
+// that took the eager path of the same call (EagerDisagreement) take part.
 Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, int64_t packed, const char* what);
 // The comparison half of BeginAgreed, for a call begun another way whose
 // members' place words hold (count, packed) for `epoch`.
@@ -127,21 +128,17 @@ Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t p
 // the same answer on every member, since mapping follows the host.
 bool SpansHosts(const CollectiveCall& call);
 
-// Starts call `epoch` eagerly towards member p: the call's arguments (count,
-// packed) into p's place words, then `header` and `bytes` of `data` into p's
-// slot, which announces the call (PutSlot). A member that took the announced
-// path (BeginAgreed) compares the words as usual and meets any disagreement.
-Status PutSlotAgreed(const CollectiveCall& call, int p, const EagerHeader& header, const void* data, size_t bytes);
-
-// Ends an eager call (PutSlotAgreed to every member) whose headers disagreed:
-// every member fails alike with kCollectiveMismatch, whichever path it took.
-// The place words are read only here: in an agreed eager call a member may
-// already be in the next call, rewriting them; on a disagreement nobody is.
+// Ends an eager call whose headers disagreed: every member fails alike with
+// kCollectiveMismatch, whichever path it took (Agree reads the arguments of
+// an eager member from its slot's header, of the others from the place words).
+// An eager call (a PutSlot to every member, whose header carries the call's
+// (count, packed) in count and place) reads no place words otherwise: a member
+// that agreed may already be in the next call, rewriting them.
 Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
 
 // The eager reducing call across hosts (allreduce, reduce-scatter up to an
 // eager slot): sends member p the `count` elements at in + p * stride, with
-// the arguments (count, packed); then reduces, in team-rank order, this
+// the arguments (count, packed) in the header; then reduces, in team-rank order, this
 // rank's own piece and every piece received into `out`. One message per peer
 // pair each way, where the announced path pays an announcement, a get and a
 // release. On a disagreement (headers here, or Agree's words) every member
