@@ -112,6 +112,7 @@ bench: build-cpp install
 	$(PY) benchmarks/bench_adapters.py --repeat 3 --out bench-results/adapters.json
 	$(PY) benchmarks/bench_hosts.py --repeat 2 --out bench-results/hosts.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --hosts --repeat 1 --out bench-results/collectives_hosts.json
+	$(PY) benchmarks/bench_realhosts.py --repeat 2 --out bench-results/realhosts.json  # root: two network namespaces
 	$(PY) benchmarks/bench_oshmem.py --repeat 3 --out bench-results/oshmem.json
 	$(PY) benchmarks/bench_backend.py --repeat 2 --out bench-results/backend.json
 	$(PY) benchmarks/bench_moe.py --repeat 2 --out bench-results/moe.json

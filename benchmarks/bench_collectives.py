@@ -92,14 +92,15 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
 
     for nbytes in sizes:
         n = max(1, nbytes // 4)
-        x = torch.randn(n)
+        per = max(1, n // world)  # alltoall: at least one element per peer (8 B over 4 ranks would be none)
+        xs = torch.randn(max(n, per * world))
+        x = xs[:n]
         out = symm.empty(world * n, dtype=torch.float32)
-        recv = symm.empty(n, dtype=torch.float32)
+        recv = symm.empty(per * world, dtype=torch.float32)
         gl_out = torch.empty(world * n)
-        per = n // world
-        sends = [x[p * per : (p + 1) * per] for p in range(world)]
+        sends = [xs[p * per : (p + 1) * per] for p in range(world)]
         counts = [per] * world
-        a2a_in, a2a_out = x[: per * world].clone(), torch.empty(per * world)
+        a2a_in, a2a_out = xs[: per * world].clone(), torch.empty(per * world)
         rec(
             "allgather",
             "hyper_parallel push",
@@ -213,10 +214,11 @@ def _mpi_main(sizes, quick, result_file):
     recs = []
     for nbytes in sizes:
         n = max(1, nbytes // 4)
-        x = np.random.rand(n).astype(np.float32)
+        per = max(1, n // world)
+        xs = np.random.rand(max(n, per * world)).astype(np.float32)
+        x = xs[:n]
         out = np.empty(world * n, dtype=np.float32)
-        per = n // world
-        a2a_in, a2a_out = x[: per * world].copy(), np.empty(per * world, dtype=np.float32)
+        a2a_in, a2a_out = xs[: per * world].copy(), np.empty(per * world, dtype=np.float32)
         for op, fn in (
             ("allgather", lambda: comm.Allgather(x, out)),
             ("alltoall", lambda: comm.Alltoall(a2a_in, a2a_out)),
