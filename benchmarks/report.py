@@ -146,6 +146,33 @@ def oversubscribed(d):
     return "\n".join(out)
 
 
+def realhosts(d):
+    """One row per (op, size); per world size: ours, Open MPI (µs), from the two-real-hosts run."""
+    recs = _load(d, "realhosts.json")
+    if not recs:
+        return ""
+    t = {(r["op"], r["bytes"], r["ranks"], r["impl"]): r["median_us"] for r in recs}
+    worlds = sorted({r["ranks"] for r in recs if r["impl"] == "hyper_parallel"})
+    head = "| op | bytes per rank | " + " | ".join(f"{w} ranks: ours | Open MPI" for w in worlds) + " |"
+    out = [head, "|---|---:|" + "---:|---:|" * len(worlds)]
+    ops = ("put_signal_one_way", "barrier", "allgather", "alltoall", "allreduce", "reduce_scatter", "broadcast")
+    for op in ops:
+        for b in sorted({k[1] for k in t if k[0] == op and k[3] == "hyper_parallel"}):
+            cells = []
+            for w in worlds:
+                ours = t.get((op, b, w, "hyper_parallel"))
+                theirs = t.get((op, b, w, "Open MPI"))
+                bold = ours is not None and theirs is not None and ours <= theirs
+                cells.append((f"**{ours:.1f}**" if bold else f"{ours:.1f}") if ours is not None else "–")
+                cells.append(f"{theirs:.1f}" if theirs is not None else "–")
+            out.append(f"| {op} | {'–' if op == 'barrier' else _size(b)} | " + " | ".join(cells) + " |")
+    engine = [r for r in recs if r["impl"].startswith("ucx_perftest")]
+    if engine:
+        out += ["", "| the wire (`ucx_perftest`) | bytes | µs |", "|---|---:|---:|"]
+        out += [f"| {r['impl']} | {_size(r['bytes'])} | {r['median_us']:.1f} |" for r in engine]
+    return "\n".join(out)
+
+
 def moe(d):
     recs = _load(d, "moe.json")
     steps = [r for r in recs if r["op"] == "dispatch+combine"]
@@ -216,6 +243,15 @@ _SECTIONS = [
         "2-core host beside Open MPI (`mpirun --oversubscribe`); µs per call, rank 0's median, best of two "
         "alternated runs; pingpong is one-way; **bold**: ours at or ahead of Open MPI.",
         oversubscribed,
+    ),
+    (
+        "Two real hosts",
+        "`benchmarks/bench_realhosts.py --repeat 3` (`bench-results/realhosts.json`; root): two network "
+        "namespaces joined by a veth pair, each node with a private `/dev/shm`; 1 or 2 ranks per node under "
+        "torchrun beside Open MPI (mpi4py, one `mpirun` spanning both nodes, btl tcp and vader, yielding when "
+        "idle) and `ucx_perftest` on the same wire; µs per call, rank 0's median, best of the alternated runs; "
+        "put_signal_one_way is Open MPI's Send/Recv one way; **bold**: ours at or ahead of Open MPI.",
+        realhosts,
     ),
     (
         "MindSpore adapter against torch's",
