@@ -398,6 +398,43 @@ void RegisterFastPath(nb::module_& m) {
       "shmem_allreduce's arguments; True when done, False when the Python path must check them.");
 
   m.def(
+      "fast_reduce_scatter",
+      [](nb::handle output, nb::handle input, nb::handle op) {
+        Tensor o, i;
+        int code, op_code;
+        hpshmem::ops::PartsRequest q;
+        if (!Describe(output.ptr(), &o) || !Describe(input.ptr(), &i) ||
+            !hpshmem::ops::BuildPartsRequest(i, "input", o, "output", false, hpshmem::NPes(), &q).ok() ||
+            !Symmetric(i) || (code = ReduceDtype(i.dtype)) < 0 || !ReduceOpArg(op.ptr(), &op_code))
+          return false;
+        Run(false, [&] {
+          return hpshmem::ops::ReduceScatter(reinterpret_cast<void*>(q.part), reinterpret_cast<const void*>(q.whole),
+                                             static_cast<size_t>(q.part_numel), static_cast<hpshmem::ops::DType>(code),
+                                             static_cast<hpshmem::ops::ReduceOp>(op_code));
+        });
+        return true;
+      },
+      nb::arg("output").none(), nb::arg("input").none(), nb::arg("op").none(),
+      "shmem_reduce_scatter's arguments; True when done, False when the Python path must check them.");
+
+  m.def(
+      "fast_broadcast",
+      [](nb::handle tensor, nb::handle root) {
+        Tensor t;
+        int64_t r;
+        if (!Describe(tensor.ptr(), &t) || !Symmetric(t) || !Int(root.ptr(), &r) || r < 0 || r >= hpshmem::NPes())
+          return false;
+        Run(false, [&] {
+          return hpshmem::ops::Broadcast(reinterpret_cast<void*>(t.addr),
+                                         static_cast<size_t>(t.numel) * static_cast<size_t>(t.itemsize),
+                                         static_cast<int>(r));
+        });
+        return true;
+      },
+      nb::arg("tensor").none(), nb::arg("root").none(),
+      "shmem_broadcast's arguments; True when done, False when the Python path must check them.");
+
+  m.def(
       "fast_allgather",
       [](nb::handle output, nb::handle input, nb::handle mode, nb::handle block_dim) {
         Tensor o, i;

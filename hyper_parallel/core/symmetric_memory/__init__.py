@@ -178,6 +178,7 @@ CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_GE, CMP_LE = (
 _fast_put, _fast_get, _fast_put_signal = _C.fast_put, _C.fast_get, _C.fast_put_signal
 _fast_signal, _fast_wait = _C.fast_signal, _C.fast_wait
 _fast_allgather, _fast_alltoall, _fast_allreduce = _C.fast_allgather, _C.fast_alltoall, _C.fast_allreduce
+_fast_reduce_scatter, _fast_broadcast = _C.fast_reduce_scatter, _C.fast_broadcast
 
 
 # --------------------------------------------------------------------------- allocation
@@ -547,6 +548,8 @@ def shmem_reduce_scatter(
     """
     if _sync is not None:
         _sync()
+    if group is None and _fast_reduce_scatter(output, input, op):
+        return output
     o_addr, o_numel, itemsize, o_dtype = _tensor(output, "output")
     i_addr, i_numel, _, i_dtype = _symmetric(input, "input")
     _require_init("shmem_reduce_scatter()")
@@ -572,6 +575,8 @@ def shmem_broadcast(tensor: Tensor, root: IntArg, *, group: Any = None) -> Tenso
     """
     if _sync is not None:
         _sync()
+    if group is None and _fast_broadcast(tensor, root):
+        return tensor
     addr, numel, itemsize, _ = _symmetric(tensor, "tensor")
     _require_init("shmem_broadcast()")
     g = _group(group, "shmem_broadcast()")
