@@ -6,7 +6,9 @@ For per-rank sizes from 8 B to 64 MiB: our shmem_allgather / shmem_alltoall vs g
 all_gather_into_tensor / all_to_all_single vs Open MPI Allgather / Alltoall (started here
 with mpirun; its figures are merged into the same JSON). Then the fused ops on the RFC's
 shapes (m_local 512, k 1024, n 2048; fp32 and bf16) vs the unfused sequences: gloo
-all-gather + matmul, matmul + gloo reduce-scatter, and our own collectives + matmul.
+all-gather + matmul, matmul + gloo reduce-scatter, and our own collectives + matmul. A case
+whose matmul would take longer than FUSED_CALL_S at this host's measured rate (bf16 on CPUs
+without bf16 matrix units) is shrunk (m halved) and the output says so.
 
 --hosts puts the first half of our ranks on one simulated host and the rest on another
 (HYPER_PARALLEL_SHMEM_HOST_ID; UCX over TCP on loopback between them) and runs Open MPI on its TCP
@@ -54,6 +56,20 @@ def _median_time(fn, barrier, budget, bcast, min_batches=3, max_batches=50):
             fn()
         samples.append((time.perf_counter() - t0) / per)
     return statistics.median(samples)
+
+
+FUSED_CALL_S = 0.05  # the matmul time a fused-op case is sized to
+
+
+def _matmul_rate(torch, dtype, k, n):
+    """FLOP/s of this host's matmul of a 64 x k by k x n block in `dtype`, measured for ~50 ms."""
+    a, b = torch.randn(64, k).to(dtype), torch.randn(k, n).to(dtype)
+    torch.matmul(a, b)
+    reps, t0 = 0, time.perf_counter()
+    while reps < 2 or time.perf_counter() - t0 < 0.05:
+        torch.matmul(a, b)
+        reps += 1
+    return 2 * 64 * k * n * reps / (time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- ours + gloo
@@ -135,10 +151,23 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
         symm.free(recv)
         symm.free(out)
 
-    # Fused ops on the RFC's shapes.
-    m, k, n = (128, 256, 512) if quick else (512, 1024, 2048)
+    # Fused ops on the RFC's shapes, each case shrunk (m halved) until one call's matmul would take
+    # about FUSED_CALL_S at this host's measured rate: without bfloat16 matrix units a full-size
+    # bfloat16 case would spend ~15 s here. Rank 0 decides and says so; every rank runs its choice.
+    m_full, k, n = (128, 256, 512) if quick else (512, 1024, 2048)
     for dtype in (torch.float32, torch.bfloat16):
         dn = str(dtype).replace("torch.", "")
+        rate = _matmul_rate(torch, dtype, k, n)
+        m = m_full
+        while m > 16 and 2 * world * m * k * n / rate > FUSED_CALL_S:
+            m //= 2
+        m, _ = bcast(m, 0)
+        if rank == 0 and m != m_full:
+            print(
+                f"fused ops, {dn}: matmul runs at {rate / 1e9:.1f} GFLOP/s here; m shrunk {m_full} -> {m} "
+                f"so that a call's matmul takes about {FUSED_CALL_S * 1e3:.0f} ms",
+                flush=True,
+            )
         a = torch.randn(m, k).to(dtype)
         b = torch.randn(k, n).to(dtype)
         gather_out = symm.empty((world * m, k), dtype=dtype)
@@ -156,7 +185,7 @@ def _worker(rank, world, port, sizes, quick, result_file, hosts=False):
             dist.all_gather_into_tensor(gl_gather, a)
             torch.matmul(gl_gather, b, out=c)
 
-        shape = f"m={m} k={k} n={n}"
+        shape = f"m={m} k={k} n={n}" + (f" (shrunk from m={m_full})" if m != m_full else "")
         rec(
             "ag_matmul",
             f"fused {dn}",
