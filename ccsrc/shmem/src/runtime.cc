@@ -48,7 +48,7 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported, const std::strin
       rt->loss_order[pes[i]] = 1 + static_cast<int>(std::count_if(rt->loss_order.begin(), rt->loss_order.end(),
                                                                   [](int o) { return o > 0; }));
       // Those reported by a rank of this host that left are lost for its reasons, not known here.
-      c = i < reported.size() ? (cause.empty() ? "exited or was killed" : cause)
+      c = i < reported.size() ? (cause.empty() ? kExitedCause : cause)
                               : "was lost (a rank of this host saw it fail before it left)";
     }
   }
@@ -60,9 +60,7 @@ void OnPeersLost(Runtime* rt, const std::vector<int>& reported, const std::strin
     uint8_t expect = static_cast<uint8_t>(PeerState::kAlive);
     if (rt->peer_state[pe].compare_exchange_strong(expect, static_cast<uint8_t>(PeerState::kLost))) {
       rt->lost_count.fetch_add(1, std::memory_order_release);
-      HP_WARN("rank %d%s %s; waits on this rank will fail", pe,
-              rt->host_name[pe].empty() ? "" : (" (host " + rt->host_name[pe] + ")").c_str(),
-              rt->loss_cause[pe].c_str());
+      HP_WARN("rank %d%s %s; waits on this rank will fail", pe, rt->HostSuffix(pe).c_str(), rt->loss_cause[pe].c_str());
       any = true;
     }
   }
@@ -234,7 +232,7 @@ std::string Runtime::LossText(const std::vector<uint8_t>* scope) {
   std::lock_guard<std::mutex> lk(loss_mu);
   for (int r = 0; r < nranks; ++r) {
     if ((scope && !(*scope)[r]) || peer_state[r].load() == static_cast<uint8_t>(PeerState::kAlive)) continue;
-    std::string key = host_name[r] + '\n' + (loss_cause[r].empty() ? "exited or was killed" : loss_cause[r]);
+    std::string key = host_name[r] + '\n' + (loss_cause[r].empty() ? kExitedCause : loss_cause[r]);
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
     if (g == groups.end())
       groups.emplace_back(key, std::vector<int>{r});
@@ -250,16 +248,26 @@ std::string Runtime::LossText(const std::vector<uint8_t>* scope) {
                    [&](const auto& a, const auto& b) { return first(a.second) < first(b.second); });
   std::string out;
   for (const auto& [key, ranks] : groups) {
-    size_t nl = key.find('\n');
-    std::string host = key.substr(0, nl), cause = key.substr(nl + 1);
+    std::string cause = key.substr(key.find('\n') + 1);
     std::string who = "rank(s) ";
     for (size_t i = 0; i < ranks.size(); ++i) who += (i ? ", " : "") + std::to_string(ranks[i]);
-    if (!host.empty()) who += " (host " + host + ")";
-    constexpr char kOne[] = "exited or was killed";
-    if (cause.rfind(kOne, 0) == 0) cause = "exited or were killed" + cause.substr(sizeof kOne - 1);
+    who += HostSuffix(ranks[0]);
+    if (cause.rfind(kExitedCause, 0) == 0) cause = "exited or were killed" + cause.substr(sizeof kExitedCause - 1);
     out += (out.empty() ? "" : "; ") + who + " " + cause;
   }
   return out.empty() ? "no rank is known to be lost" : out;
+}
+
+std::string Runtime::HostSuffix(int pe) const { return host_name[pe].empty() ? "" : " (host " + host_name[pe] + ")"; }
+
+std::string Runtime::LostPeer(int pe) {
+  std::string cause;
+  {
+    std::lock_guard<std::mutex> lk(loss_mu);
+    cause = loss_cause[pe];
+  }
+  return "rank " + std::to_string(pe) + HostSuffix(pe) + ": the rank " +
+         (cause.empty() ? "exited, was killed, or its connection was lost" : cause);
 }
 
 bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {
@@ -453,7 +461,8 @@ Status Init(const InitAttr& attr) {
   InitTeams(rt.get());
   Runtime* raw = rt.get();
   for (auto& t : rt->transports)
-    t->StartMonitor([raw](const std::vector<int>& pes, const std::string& cause) { OnPeersLost(raw, pes, cause); });
+    t->StartMonitor([raw](const std::vector<int>& pes, const std::string& cause) { OnPeersLost(raw, pes, cause); },
+                    [raw](int pe) { return raw->LostPeer(pe); });
   // Every rank has connected every peer before anyone uses one.
   s = rt->boot->Barrier();
   if (!s.ok()) {

@@ -119,6 +119,12 @@ struct Runtime {
   // The same, with why, for errors: "rank(s) 2, 3 exited or were killed",
   // "rank(s) 2 (host nodeB) became unreachable (...)", causes joined by "; ".
   std::string LossText(const std::vector<uint8_t>* scope = nullptr);
+  // " (host nodeB)" for a rank of another host, "" for this host's: how
+  // every message names a rank's host.
+  std::string HostSuffix(int pe) const;
+  // One lost rank with its host and cause, for transports' errors (see
+  // Transport::StartMonitor): "rank 3 (host nodeB): the rank lost its connection ...".
+  std::string LostPeer(int pe);
   // Whether a rank in `scope` (every rank when null) is lost.
   bool AnyLost(const std::vector<uint8_t>* scope) const;
   // Quiet on every transport.

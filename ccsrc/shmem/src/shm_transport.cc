@@ -294,7 +294,7 @@ Status ShmTransport::Quiet() {
   return Status::OK();
 }
 
-void ShmTransport::StartMonitor(LostFn on_peers_lost) {
+void ShmTransport::StartMonitor(LostFn on_peers_lost, LostPeerFn) {
   on_lost_ = std::move(on_peers_lost);
   wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   monitor_ = std::thread([this] { MonitorLoop(); });
@@ -319,7 +319,7 @@ void ShmTransport::MonitorLoop() {
       }
       (lost ? lost_now : alive).push_back(peers[k]);
     }
-    if (!lost_now.empty()) on_lost_(lost_now, "exited or was killed");
+    if (!lost_now.empty()) on_lost_(lost_now, kExitedCause);
     peers.swap(alive);
   }
 }

@@ -50,7 +50,7 @@ class ShmTransport final : public Transport {
   Status Quiet() override;
   // Every signal fences first (Amo), so a barrier has nothing to complete.
   Status BarrierQuiet() override { return Status::OK(); }
-  void StartMonitor(LostFn on_peers_lost) override;
+  void StartMonitor(LostFn on_peers_lost, LostPeerFn) override;
   void Shutdown() override;
 
  private:

@@ -30,6 +30,9 @@ namespace hpshmem {
 // themselves, and a transport need not make Quiet complete them.
 bool InCollective();
 
+// The cause of a loss when a peer's process is gone (Transport::LostFn).
+inline constexpr char kExitedCause[] = "exited or was killed";
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -144,10 +147,13 @@ class Transport {
   // Starts watching the peers; `on_peers_lost(pes, cause)` runs (on a
   // transport thread) when peers' processes or connections go away: every
   // loss seen at once in one call, so a waiter it wakes names all of them.
-  // `cause` completes "rank 2 ..." (e.g. "exited or was killed"), empty when
-  // that is all that is known.
+  // `cause` completes "rank 2 ..." (e.g. kExitedCause), empty when that is
+  // all that is known. The runtime keeps each loss's cause and each rank's
+  // host: `lost_peer` gives its account of a lost rank for the transport's
+  // own errors ("rank 3 (host nodeB): the rank lost its connection ...").
   using LostFn = std::function<void(const std::vector<int>& pes, const std::string& cause)>;
-  virtual void StartMonitor(LostFn on_peers_lost) = 0;
+  using LostPeerFn = std::function<std::string(int pe)>;
+  virtual void StartMonitor(LostFn on_peers_lost, LostPeerFn lost_peer) = 0;
   // Stops the monitor, closes connections and releases mappings and
   // registrations. Idempotent.
   virtual void Shutdown() = 0;

@@ -174,14 +174,15 @@ void UcxConnection::Post(int pe, unsigned id, const void* hdr, size_t hlen, cons
 
 Status UcxConnection::Fail(int pe, const char* what, ucs_status_t st) const {
   if (failed_[pe].load()) {
-    std::string cause;
+    Transport::LostPeerFn lost_peer;
     {
       std::lock_guard<std::mutex> lk(lost_mu_);
-      if (static_cast<size_t>(pe) < cause_.size()) cause = cause_[pe];
+      lost_peer = lost_peer_;
     }
-    std::string host = static_cast<size_t>(pe) < host_names_.size() ? " (host " + host_names_[pe] + ")" : "";
-    return Status::PeerDead(std::string(what) + " to rank " + std::to_string(pe) + host + ": the rank " +
-                            (cause.empty() ? "exited, was killed, or its connection was lost" : cause));
+    return Status::PeerDead(
+        std::string(what) + " to " +
+        (lost_peer ? lost_peer(pe)
+                   : "rank " + std::to_string(pe) + ": the rank exited, was killed, or its connection was lost"));
   }
   return UcxError(std::string(what) + " to rank " + std::to_string(pe), st);
 }
@@ -201,17 +202,16 @@ void UcxConnection::OnEpError(void* arg, ucp_ep_h, ucs_status_t st) {
 void UcxConnection::Lost(int pe, const std::string& cause) {
   if (failed_[pe].exchange(1)) return;
   std::lock_guard<std::mutex> lk(lost_mu_);
-  if (cause_.size() < static_cast<size_t>(nranks_)) cause_.resize(nranks_);
-  cause_[pe] = cause;
   if (on_lost_)
     on_lost_({pe}, cause);
   else
     lost_early_.emplace_back(pe, cause);
 }
 
-void UcxConnection::StartMonitor(Transport::LostFn on_peers_lost) {
+void UcxConnection::StartMonitor(Transport::LostFn on_peers_lost, Transport::LostPeerFn lost_peer) {
   std::lock_guard<std::mutex> lk(lost_mu_);
   on_lost_ = std::move(on_peers_lost);
+  lost_peer_ = std::move(lost_peer);
   for (auto& [pe, cause] : lost_early_) on_lost_({pe}, cause);
   lost_early_.clear();
 }

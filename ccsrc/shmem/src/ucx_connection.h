@@ -72,14 +72,13 @@ class UcxConnection {
   // The status of a failed operation toward pe: PeerDead once its endpoint failed.
   Status Fail(int pe, const char* what, ucs_status_t st) const;
 
-  // Each rank's host name, for errors.
-  void SetHostNames(std::vector<std::string> names) { host_names_ = std::move(names); }
   // Marks pe lost (its endpoint failed, it fell silent, or a peer said so)
   // and reports it once, with `cause` (see Transport::LostFn), to the
   // monitor, or to the monitor to come.
   void Lost(int pe, const std::string& cause);
-  // From here on losses go to `on_peers_lost`, beginning with those seen so far.
-  void StartMonitor(Transport::LostFn on_peers_lost);
+  // From here on losses go to `on_peers_lost`, beginning with those seen so
+  // far, and Fail names a lost peer as `lost_peer` does (Transport::StartMonitor).
+  void StartMonitor(Transport::LostFn on_peers_lost, Transport::LostPeerFn lost_peer);
 
  private:
   struct EpArg {
@@ -104,9 +103,8 @@ class UcxConnection {
   std::atomic<bool> eps_ready_{false};  // every endpoint exists
   mutable std::mutex lost_mu_;
   Transport::LostFn on_lost_;
+  Transport::LostPeerFn lost_peer_;
   std::vector<std::pair<int, std::string>> lost_early_;  // failures seen before StartMonitor
-  std::vector<std::string> cause_;                       // why each failed peer failed
-  std::vector<std::string> host_names_;
 };
 
 }  // namespace hpshmem

@@ -52,7 +52,9 @@ class UcxTransport final : public Transport {
   void PollEnd(bool to_sleep) override { progress_.PollEnd(to_sleep); }
   void Interrupt() override { interrupted_.store(true, std::memory_order_release); }
   void Leave(const std::vector<int>& lost) override;
-  void StartMonitor(LostFn on_peers_lost) override { conn_.StartMonitor(std::move(on_peers_lost)); }
+  void StartMonitor(LostFn on_peers_lost, LostPeerFn lost_peer) override {
+    conn_.StartMonitor(std::move(on_peers_lost), std::move(lost_peer));
+  }
   void Shutdown() override;
 
  private:
