@@ -2,7 +2,6 @@
 // size and root); across hosts, up to an eager slot, into every member's slot
 // while the members agree (BroadcastEager); or, for small data, into every
 // member's eager slot without waiting for them (BroadcastSmall, ops.h).
-#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -22,24 +21,10 @@ namespace {
 // the data and a release.
 Status BroadcastEager(const CollectiveCall& call, char* data, const void* from, size_t bytes, int root, int64_t packed,
                       const char* what) {
-  const int me = call.me, members = call.members;
-  const int64_t epoch = ++call.counters->epoch;
-  const EagerHeader header{epoch, static_cast<int64_t>(bytes), packed, 0};
-  for (int k = 1; k < members; ++k) {
-    int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, from, me == root ? bytes : 0));
-  }
-  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
-  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
-  bool agreed = true;
-  for (int k = 1; k < members; ++k) {
-    int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-    const EagerHeader& got = SlotHeader(call, p, epoch);
-    agreed &= got.epoch == epoch && got.count == header.count && got.place == packed;
-  }
-  if (!agreed) return EagerDisagreement(call, epoch, header.count, packed, what);
-  if (me != root && bytes) std::memcpy(data, SlotData(call, root, epoch), bytes);
+  int64_t epoch;
+  HPSHMEM_RETURN_IF_ERROR(ExchangeEager(call, static_cast<int64_t>(bytes), packed, static_cast<const char*>(from), 0,
+                                        call.me == root ? bytes : 0, &epoch, what));
+  if (call.me != root && bytes) std::memcpy(data, SlotData(call, root, epoch), bytes);
   return Status::OK();
 }
 

@@ -228,37 +228,43 @@ bool SpansHosts(const CollectiveCall& call) {
 
 Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
   // Every member that came the eager way sees a disagreement too (each reads
-  // every member's header); Agree names it from the place words and meets the
-  // members of the announced path.
+  // every member's header); Agree names it (from headers or place words) and
+  // meets the members of the announced path.
   HPSHMEM_RETURN_IF_ERROR(Agree(call, epoch, count, packed, what));
   HPSHMEM_RETURN_IF_ERROR(AllConsumed(call));
   return Status::CollectiveMismatch(std::string(what) + ": rank " + std::to_string(call.GlobalRank(call.me)) +
                                     " and a peer entered different collectives or chose different algorithms");
 }
 
-Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
-                   int64_t packed, void* out, const char* what) {
+Status ExchangeEager(const CollectiveCall& call, int64_t count, int64_t packed, const char* in, size_t stride,
+                     size_t bytes, int64_t* epoch, const char* what) {
   const int me = call.me, members = call.members;
-  const size_t bytes = count * DTypeSize(dtype);
-  const int64_t epoch = ++call.counters->epoch;
-  const EagerHeader header{epoch, static_cast<int64_t>(count), packed, 0};
+  *epoch = ++call.counters->epoch;
+  const EagerHeader header{*epoch, count, packed, 0};
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
     HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, in + p * stride, bytes));
   }
-  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, *epoch, SignalOp::kSet, call.GlobalRank(me)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   bool agreed = true;
-  if (t_srcs.size() < static_cast<size_t>(members)) t_srcs.resize(members);
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-    const EagerHeader& got = SlotHeader(call, p, epoch);
-    agreed &= got.epoch == epoch && got.count == header.count && got.place == packed;
-    t_srcs[p] = SlotData(call, p, epoch);
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, *epoch));
+    const EagerHeader& got = SlotHeader(call, p, *epoch);
+    agreed &= got.epoch == *epoch && got.count == count && got.place == packed;
   }
-  if (!agreed) return EagerDisagreement(call, epoch, header.count, packed, what);
-  t_srcs[me] = in + me * stride;
+  return agreed ? Status::OK() : EagerDisagreement(call, *epoch, count, packed, what);
+}
+
+Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
+                   int64_t packed, void* out, const char* what) {
+  const int members = call.members;
+  int64_t epoch;
+  HPSHMEM_RETURN_IF_ERROR(
+      ExchangeEager(call, static_cast<int64_t>(count), packed, in, stride, count * DTypeSize(dtype), &epoch, what));
+  if (t_srcs.size() < static_cast<size_t>(members)) t_srcs.resize(members);
+  for (int p = 0; p < members; ++p) t_srcs[p] = p == call.me ? in + p * stride : SlotData(call, p, epoch);
   // The slots stay as they are until call e + 2, which no peer starts before
   // this rank entered e + 1.
   return ReduceInto(out, t_srcs.data(), members, count, dtype, op, members);

@@ -120,8 +120,9 @@ int64_t Place(const CollectiveCall& call, const void* buffer);
 // `what` and both sides' arguments, after all have read the words. Members
 // that took the eager path of the same call (EagerDisagreement) take part.
 Status BeginAgreed(const CollectiveCall& call, int64_t* epoch, int64_t count, int64_t packed, const char* what);
-// The comparison half of BeginAgreed, for a call begun another way whose
-// members' place words hold (count, packed) for `epoch`.
+// The comparison half of BeginAgreed, for a call begun another way: each
+// member's (count, packed) for `epoch` is in its place words, or in its slot's
+// header when it went eager (ExchangeEager).
 Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
 
 // Whether a member's memory is not mapped here (it lives on another host):
@@ -135,6 +136,13 @@ bool SpansHosts(const CollectiveCall& call);
 // (count, packed) in count and place) reads no place words otherwise: a member
 // that agreed may already be in the next call, rewriting them.
 Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what);
+
+// Starts an eager call across hosts: *epoch = its number; `bytes` at
+// in + p * stride, behind a header carrying (count, packed), into every peer
+// p's slot; then waits for every peer's header. Returns OK when all agree,
+// else ends the call as EagerDisagreement does.
+Status ExchangeEager(const CollectiveCall& call, int64_t count, int64_t packed, const char* in, size_t stride,
+                     size_t bytes, int64_t* epoch, const char* what);
 
 // The eager reducing call across hosts (allreduce, reduce-scatter up to an
 // eager slot): sends member p the `count` elements at in + p * stride, with
