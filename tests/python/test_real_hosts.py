@@ -105,14 +105,11 @@ def test_link_down_for_good_is_named_as_the_network_on_every_rank(tmp_path):
         took = time.monotonic() - t0
     assert sorted(results) == [0, 1, 2, 3], out[-6000:]
     for r, line in results.items():
-        # A wait names every silent rank with its host; a transfer caught in flight, the one it went to.
-        others = (
-            r"2, 3 \(host nodeB\)|[23] \(host nodeB\): the rank"
-            if r < 2
-            else r"0, 1 \(host nodeA\)|[01] \(host nodeA\): the rank"
-        )
+        # A wait names the ranks silent past the timeout, with their host (the other host's second rank
+        # may still be a heartbeat short of it); a transfer caught in flight, the one it went to.
+        far, host = ("23", "nodeB") if r < 2 else ("01", "nodeA")
         assert "PeerDeadError" in line and "became unreachable" in line and "network" in line, line
-        assert re.search(rf"rank(\(s\))? ({others})", line), line
+        assert re.search(rf"rank(\(s\))? [{far}](, [{far}])? \(host {host}\)", line), line
     assert took < 30, f"the ranks took {took:.1f} s to give up (peer timeout 3 s)"
 
 
