@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "multirank.h"
@@ -284,5 +287,44 @@ TEST(Rma, NonBlockingPutsLandInOrderBeforeALaterSignal4Ranks) {
       RCHECK(at(1, from)[b] == kPoison, "a refused put wrote byte " + std::to_string(b));
     RCHECK_OK(hpshmem::Free(buf));
   });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// The barrier lets nobody out before every rank has arrived with its writes
+// complete: each round every rank puts the round's number into its word at
+// every peer (non-blocking; the barrier completes them), one rank comes late
+// now and then, and after the barrier every word must hold this round. Words
+// alternate by round parity, so a rank already in the next round cannot spoil
+// the check. Odd counts split unevenly over the hosts of the hosts layout
+// (which then meet one rank per host).
+namespace {
+void BarrierRounds(int rank, int n) {
+  void* p;
+  RCHECK_OK(hpshmem::Calloc(2 * n, sizeof(int64_t), &p));
+  auto* words = static_cast<int64_t*>(p);
+  RCHECK_OK(hpshmem::Barrier());
+  for (int64_t round = 1; round <= 400; ++round) {
+    if (round % 37 == 0 && rank == (round / 37) % n) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    int64_t* mine = words + (round & 1) * n + rank;
+    for (int k = 1; k < n; ++k) RCHECK_OK(hpshmem::PutMemNbi(mine, &round, sizeof round, (rank + k) % n));
+    RCHECK_OK(hpshmem::Barrier());
+    for (int q = 0; q < n; ++q) {
+      int64_t got = std::atomic_ref<int64_t>(words[(round & 1) * n + q]).load(std::memory_order_acquire);
+      RCHECK(q == rank || got == round, "round " + std::to_string(round) + ": rank " + std::to_string(q) +
+                                            "'s word holds " + std::to_string(got) + " after the barrier");
+    }
+  }
+  RCHECK_OK(hpshmem::Barrier());
+  RCHECK_OK(hpshmem::Free(p));
+}
+}  // namespace
+
+TEST(Rma, BarrierHoldsEveryRankAndCompletesItsPuts4Ranks) {
+  auto r = RunJob(4, BarrierRounds);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+TEST(Rma, BarrierHoldsEveryRankAndCompletesItsPuts5Ranks) {
+  auto r = RunJob(5, BarrierRounds);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }

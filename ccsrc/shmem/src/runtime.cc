@@ -81,6 +81,34 @@ int RouteOf(const std::vector<std::unique_ptr<Transport>>& ts, const std::vector
   return -1;
 }
 
+// Groups the ranks by host for the barrier (Runtime::leaders). Computed from
+// the cards and routes every rank has alike, so all choose the same scheme.
+void PlanBarrier(Runtime* rt, const std::vector<PeerCard>& cards) {
+  const int n = rt->nranks;
+  std::vector<int> leader_of(n, -1);
+  std::vector<int> leaders;
+  bool grouped = false, mapped = true;
+  for (int r = 0; r < n; ++r) {
+    for (int l : leaders) {
+      if (std::strcmp(cards[l].host_key, cards[r].host_key) == 0) {
+        leader_of[r] = l;
+        break;
+      }
+    }
+    if (leader_of[r] < 0) {
+      leader_of[r] = r;
+      leaders.push_back(r);
+      continue;
+    }
+    grouped = true;
+    int t = RouteOf(rt->transports, cards, r, leader_of[r]);
+    mapped &= t >= 0 && rt->transports[t]->MapsPeers();
+  }
+  rt->leader = leader_of[rt->rank];
+  rt->host_ranks = static_cast<int>(std::count(leader_of.begin(), leader_of.end(), rt->leader));
+  if (grouped && mapped && leaders.size() > 1) rt->leaders = std::move(leaders);
+}
+
 // How this rank waits: it competes for its CPUs with every rank of its
 // machine whose affinity mask overlaps its own.
 WaitPolicy PolicyFor(const std::vector<PeerCard>& cards, int me, int cpus, const Config& c) {
@@ -172,6 +200,7 @@ Status Connect(Runtime* rt) {
     for (int r = 0; r < n; ++r) reach[r] = mine[r] == static_cast<int>(i);
     HPSHMEM_RETURN_IF_ERROR(rt->transports[i]->Connect(cards, reach, rt->config.timeout_sec));
   }
+  PlanBarrier(rt, cards);
   // Only the transports that carry a peer of this rank stay.
   std::vector<std::unique_ptr<Transport>> kept;
   for (size_t i = 0; i < kinds; ++i) {

@@ -411,8 +411,11 @@ Status Fence();
 // target (on one host a fence; to other hosts a round trip to each peer with
 // updates in flight).
 Status Quiet();
-// Collective. Quiet, then waits for every rank (dissemination: ceil(log2 n)
-// rounds of one signal each). Errors: kTimeout, kPeerDead.
+// Collective. Quiet, then waits for every rank: on one host a central
+// counter; across hosts a dissemination (ceil(log2 n) rounds of one signal
+// each), among one rank per host when hosts hold several ranks (the others
+// meet it through shared memory). Errors: kTimeout, kPeerDead,
+// kCollectiveMismatch (refused after an earlier barrier failed here).
 Status Barrier();
 
 // ---------------------------------------------------------------- config / diagnostics
