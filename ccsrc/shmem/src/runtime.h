@@ -219,12 +219,16 @@ constexpr int kSleepSliceMs = 50;  // futex sleeps re-check death/deadline this 
 // yields and sleeps as rt->wait says; while it spins it lets the
 // transports that need it make progress on this thread.
 // `scope`: the ranks whose loss fails the wait (null: any rank). `probe`
-// (may be null): see SignalWaitUntilProbed.
+// (may be null): see SignalWaitUntilProbed. `poll` false: the word is set
+// through shared memory only, so the wait leaves the transports to their
+// progress threads.
 template <class Ready, class Describe>
 Status WaitLoop(Runtime* rt, Doorbell* bell, Ready&& ready, Describe&& describe,
-                const std::vector<uint8_t>* scope = nullptr, const std::function<Status()>* probe = nullptr) {
+                const std::vector<uint8_t>* scope = nullptr, const std::function<Status()>* probe = nullptr,
+                bool poll = true) {
   if (ready()) return Status::OK();
-  const std::vector<Transport*>& busy = rt->progressed;
+  static const std::vector<Transport*> kNone;
+  const std::vector<Transport*>& busy = poll ? rt->progressed : kNone;
   PollAllScope polling(busy);
   const WaitPolicy& policy = rt->wait;
   const auto start = Clock::now();
