@@ -296,7 +296,7 @@ std::string Runtime::LostPeer(int pe) {
     cause = loss_cause[pe];
   }
   return "rank " + std::to_string(pe) + HostSuffix(pe) + ": the rank " +
-         (cause.empty() ? "exited, was killed, or its connection was lost" : cause);
+         (cause.empty() ? kUnknownLossCause : cause);
 }
 
 bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {

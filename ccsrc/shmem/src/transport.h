@@ -32,6 +32,8 @@ bool InCollective();
 
 // The cause of a loss when a peer's process is gone (Transport::LostFn).
 inline constexpr char kExitedCause[] = "exited or was killed";
+// What a transport's error says of a lost peer whose cause is not known (yet).
+inline constexpr char kUnknownLossCause[] = "exited, was killed, or its connection was lost";
 
 class Transport {
  public:
