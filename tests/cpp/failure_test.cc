@@ -186,6 +186,42 @@ TEST(Failure, KilledRankIsReportedWithinFiveSeconds) {
   EXPECT_FALSE(r.timed_out);
 }
 
+// Every survivor in the barrier when rank 2 dies: under the hosts layout
+// rank 2 gathers its host's ranks (rank 3 waits on its header) and is the one
+// its host's ranks talk to across the network, so each kind of barrier wait
+// (a host's own ranks, the ranks across) must notice the loss, not only the
+// timeout.
+TEST(Failure, KilledRankFailsEveryRanksBarrierWithinFiveSeconds4Ranks) {
+  auto r = RunJob(
+      4,
+      [](int rank, int) {
+        RCHECK_OK(hpshmem::Barrier());
+        if (rank == 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          raise(SIGKILL);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        hpshmem::Status s = hpshmem::Barrier();
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        RCHECK(s.code() == Code::kPeerDead, s.ToString());
+        RCHECK(NamesRank(s.message(), 2), "does not name rank 2: " + s.message());
+        RCHECK(dt < 5.0, "took " + std::to_string(dt) + " s to notice");
+        s = hpshmem::Barrier();  // and every later one fails at once
+        RCHECK(s.code() == Code::kPeerDead, s.ToString());
+        RCHECK(hpshmem::Finalize().code() == Code::kPeerDead, "finalize reports the loss");
+      },
+      [] {
+        JobOptions o;
+        o.timeout_sec = 60;
+        o.finalize = false;
+        return o;
+      }());
+  ASSERT_EQ(r.term_signal.size(), 4u);
+  EXPECT_EQ(r.term_signal[2], SIGKILL);
+  for (int k : {0, 1, 3}) EXPECT_EQ(r.exit_code[k], 0) << r.Describe();
+  EXPECT_FALSE(r.timed_out);
+}
+
 // A rank that is away (here: asleep outside the library, as if stopped) makes
 // a barrier time out on its peer. The message names who did not arrive; the
 // timed-out rank then refuses every later barrier, so its arrival, which
