@@ -295,8 +295,7 @@ std::string Runtime::LostPeer(int pe) {
     std::lock_guard<std::mutex> lk(loss_mu);
     cause = loss_cause[pe];
   }
-  return "rank " + std::to_string(pe) + HostSuffix(pe) + ": the rank " +
-         (cause.empty() ? kUnknownLossCause : cause);
+  return "rank " + std::to_string(pe) + HostSuffix(pe) + ": the rank " + (cause.empty() ? kUnknownLossCause : cause);
 }
 
 bool Runtime::AnyLost(const std::vector<uint8_t>* scope) const {

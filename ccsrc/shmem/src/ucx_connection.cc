@@ -181,8 +181,7 @@ Status UcxConnection::Fail(int pe, const char* what, ucs_status_t st) const {
     }
     return Status::PeerDead(
         std::string(what) + " to " +
-        (lost_peer ? lost_peer(pe)
-                   : "rank " + std::to_string(pe) + ": the rank " + kUnknownLossCause));
+        (lost_peer ? lost_peer(pe) : "rank " + std::to_string(pe) + ": the rank " + kUnknownLossCause));
   }
   return UcxError(std::string(what) + " to rank " + std::to_string(pe), st);
 }
