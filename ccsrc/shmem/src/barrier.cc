@@ -4,14 +4,22 @@
 // transport: in round k each rank sets the round-k word of rank + 2^k and
 // waits for its own, set by rank - 2^k. ceil(log2 n) rounds; across hosts
 // that hold several ranks each, only one rank per host takes part and the
-// others meet it through a central counter in its header (Runtime::leaders).
+// others meet it through a central counter in its header (Runtime::barrier_ranks).
 // Either way every word only grows, so barriers run back to back without resets.
 #include "runtime.h"
 
-#include <algorithm>
-
 namespace hpshmem {
 namespace {
+
+// A wait's condition on a central counter: `word` has reached `value`; then
+// the writes of the ranks counted in it are visible here.
+auto Reached(uint64_t* word, uint64_t value) {
+  return [word, value] {
+    bool done = std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire) >= value;
+    if (done) CrossProcessAcquire();
+    return done;
+  };
+}
 
 // Which ranks have not entered barrier `epoch`, as far as this rank can see:
 // same-host ranks' headers are read directly (a stopped rank cannot answer a
@@ -74,20 +82,15 @@ Status Barrier() {
     // Every rank maps rank 0's header: the central barrier. The seq_cst add
     // also orders this rank's earlier shared-memory writes before its arrival.
     auto* h0 = reinterpret_cast<PeHeader*>(rt->route[0]->Segment(0));
-    std::atomic_ref<uint64_t> arrived(h0->central_arrived), released(h0->central_released);
     CrossProcessRelease();
-    if (arrived.fetch_add(1, std::memory_order_seq_cst) + 1 == static_cast<uint64_t>(epoch) * n) {
-      released.store(epoch, std::memory_order_seq_cst);
+    if (std::atomic_ref<uint64_t>(h0->central_arrived).fetch_add(1, std::memory_order_seq_cst) + 1 ==
+        static_cast<uint64_t>(epoch) * n) {
+      std::atomic_ref<uint64_t>(h0->central_released).store(epoch, std::memory_order_seq_cst);
       Notify(&h0->control);
       return Status::OK();
     }
-    auto ready = [&] {
-      bool done = released.load(std::memory_order_acquire) >= static_cast<uint64_t>(epoch);
-      if (done) CrossProcessAcquire();
-      return done;
-    };
     auto describe = [&] { return "barrier #" + std::to_string(epoch) + " (waiting for every rank to arrive)"; };
-    Status s = WaitLoop(rt, &h0->control, ready, describe);
+    Status s = WaitLoop(rt, &h0->control, Reached(&h0->central_released, epoch), describe);
     return s.ok() ? s : fail(s);
   }
   // Across hosts with several ranks on a host: the host's ranks arrive at
@@ -99,48 +102,37 @@ Status Barrier() {
   // wait for comes from it, and with more ranks than cores a poller only
   // takes the time of the leader that does (4 ranks across simulated hosts:
   // 12-14 us a barrier instead of 17-20).
-  const bool grouped = !rt->leaders.empty() && rt->host_ranks > 1;
+  const bool grouped = rt->host_ranks > 1;
   PeHeader* lead = nullptr;
   if (grouped) {
     const int l = rt->leader;
     lead = l == me ? rt->header() : reinterpret_cast<PeHeader*>(rt->route[l]->Segment(l));
-    std::atomic_ref<uint64_t> arrived(lead->central_arrived), released(lead->central_released);
     const uint64_t all = static_cast<uint64_t>(epoch) * rt->host_ranks;
     CrossProcessRelease();
-    const uint64_t now = arrived.fetch_add(1, std::memory_order_seq_cst) + 1;
+    const uint64_t now = std::atomic_ref<uint64_t>(lead->central_arrived).fetch_add(1, std::memory_order_seq_cst) + 1;
     if (me != l) {
       if (now == all) Notify(&lead->control);  // the leader waits for the last of its host's ranks
-      auto ready = [&] {
-        bool done = released.load(std::memory_order_acquire) >= static_cast<uint64_t>(epoch);
-        if (done) CrossProcessAcquire();
-        return done;
-      };
       auto describe = [&] {
         return "barrier #" + std::to_string(epoch) + " (waiting for rank " + std::to_string(l) +
                ", which gathers this host's ranks, to hear from the other hosts)";
       };
-      Status s = WaitLoop(rt, &lead->control, ready, describe, nullptr, nullptr, /*poll=*/false);
+      Status s = WaitLoop(rt, &lead->control, Reached(&lead->central_released, epoch), describe, nullptr, nullptr,
+                          /*poll=*/false);
       return s.ok() ? s : fail(s);
     }
-    auto ready = [&] {
-      bool done = arrived.load(std::memory_order_acquire) >= all;
-      if (done) CrossProcessAcquire();
-      return done;
-    };
     auto describe = [&] {
       return "barrier #" + std::to_string(epoch) + " (waiting for this host's " + std::to_string(rt->host_ranks) +
              " ranks to arrive)";
     };
-    Status s = WaitLoop(rt, &lead->control, ready, describe, nullptr, nullptr, /*poll=*/false);
+    Status s =
+        WaitLoop(rt, &lead->control, Reached(&lead->central_arrived, all), describe, nullptr, nullptr, /*poll=*/false);
     if (!s.ok()) return fail(s);
   }
   // The dissemination, over every rank or over the leaders.
-  const std::vector<int>* among = rt->leaders.empty() ? nullptr : &rt->leaders;
-  const int m = among ? static_cast<int>(among->size()) : n;
-  const int pos = among ? static_cast<int>(std::find(among->begin(), among->end(), me) - among->begin()) : me;
-  auto rank_at = [&](int i) { return among ? (*among)[i] : i; };
+  const std::vector<int>& among = rt->barrier_ranks;
+  const int m = static_cast<int>(among.size()), pos = rt->barrier_pos;
   for (int k = 0, dist = 1; dist < m; ++k, dist *= 2) {
-    int to = rank_at((pos + dist) % m), from = rank_at((pos - dist + m) % m);
+    int to = among[(pos + dist) % m], from = among[(pos - dist + m) % m];
     HPSHMEM_RETURN_IF_ERROR(
         rt->route[to]->ProtocolSignal(to, BarrierRoundOffset(k), SignalType::kInt64, SignalOp::kSet, epoch));
     const uint64_t* word = &rt->header()->barrier_round[k];

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "log.h"
@@ -81,32 +83,36 @@ int RouteOf(const std::vector<std::unique_ptr<Transport>>& ts, const std::vector
   return -1;
 }
 
-// Groups the ranks by host for the barrier (Runtime::leaders). Computed from
-// the cards and routes every rank has alike, so all choose the same scheme.
+// Plans the barrier (Runtime::barrier_ranks): grouped by host or not. From
+// the cards and routes every rank has alike, so all choose the same plan.
 void PlanBarrier(Runtime* rt, const std::vector<PeerCard>& cards) {
   const int n = rt->nranks;
-  std::vector<int> leader_of(n, -1);
-  std::vector<int> leaders;
-  bool grouped = false, mapped = true;
+  std::map<std::string, int> leader_on;  // host key -> its first rank
+  std::vector<int> leader_of(n), leaders;
+  bool mapped = true;
   for (int r = 0; r < n; ++r) {
-    for (int l : leaders) {
-      if (std::strcmp(cards[l].host_key, cards[r].host_key) == 0) {
-        leader_of[r] = l;
-        break;
-      }
-    }
-    if (leader_of[r] < 0) {
-      leader_of[r] = r;
+    auto [it, first] = leader_on.emplace(cards[r].host_key, r);
+    leader_of[r] = it->second;
+    if (first) {
       leaders.push_back(r);
-      continue;
+    } else {
+      int t = RouteOf(rt->transports, cards, r, it->second);
+      mapped &= t >= 0 && rt->transports[t]->MapsPeers();
     }
-    grouped = true;
-    int t = RouteOf(rt->transports, cards, r, leader_of[r]);
-    mapped &= t >= 0 && rt->transports[t]->MapsPeers();
   }
-  rt->leader = leader_of[rt->rank];
-  rt->host_ranks = static_cast<int>(std::count(leader_of.begin(), leader_of.end(), rt->leader));
-  if (grouped && mapped && leaders.size() > 1) rt->leaders = std::move(leaders);
+  const bool grouped = mapped && leaders.size() > 1 && leaders.size() < static_cast<size_t>(n);
+  if (grouped) {
+    rt->leader = leader_of[rt->rank];
+    rt->host_ranks = static_cast<int>(std::count(leader_of.begin(), leader_of.end(), rt->leader));
+    rt->barrier_ranks = std::move(leaders);
+  } else {
+    rt->leader = rt->rank;
+    rt->host_ranks = 1;
+    rt->barrier_ranks.resize(n);
+    for (int r = 0; r < n; ++r) rt->barrier_ranks[r] = r;
+  }
+  auto at = std::find(rt->barrier_ranks.begin(), rt->barrier_ranks.end(), rt->rank);
+  rt->barrier_pos = at == rt->barrier_ranks.end() ? -1 : static_cast<int>(at - rt->barrier_ranks.begin());
 }
 
 // How this rank waits: it competes for its CPUs with every rank of its

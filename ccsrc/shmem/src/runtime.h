@@ -63,13 +63,15 @@ struct Runtime {
   // Every rank of the job maps every other's segment (the same on every
   // rank): the barrier is then a central counter in rank 0's header.
   bool all_mapped = false;
-  // The barrier across hosts (barrier.cc) when every host's ranks map their
-  // first rank's header and some host has several ranks: each host's ranks
-  // meet at that rank (the host's leader) through shared memory, and only the
-  // leaders exchange messages. Empty `leaders`: the plain dissemination.
-  std::vector<int> leaders;  // the first rank of every host, ascending
-  int leader = -1;           // this rank's host's leader
-  int host_ranks = 0;        // how many ranks share this rank's host (leader included)
+  // The barrier's plan when not every rank is mapped (barrier.cc), the same
+  // on every rank. Grouped when every host's ranks map their host's first
+  // rank (its leader) and some host holds several: a host's ranks meet at
+  // its leader through shared memory, and only the leaders run the
+  // dissemination. Otherwise every rank runs it.
+  std::vector<int> barrier_ranks;  // who runs the dissemination, ascending
+  int barrier_pos = -1;            // this rank's index in barrier_ranks; -1: it meets its leader instead
+  int leader = -1;                 // grouped: this rank's host's leader; else this rank
+  int host_ranks = 1;              // grouped: the ranks of this rank's host, leader included; else 1
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
   // Held exclusively, beside alloc_mu, only while the allocator's live blocks
