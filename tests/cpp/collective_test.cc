@@ -28,6 +28,13 @@ int64_t Count(int src, int dst, int call) {
   return (src + dst + call) % 4 == 0 ? 0 : (src * 5 + dst * 3 + call) % 7 + 1;
 }
 
+// Bytes the world's calls send eagerly (hpshmem::ops::EagerLimit): the slot across hosts, less on one host.
+size_t Eager() {
+  size_t bytes = 0;
+  EXPECT_TRUE(hpshmem::ops::EagerLimit(hpshmem::kTeamWorld, &bytes).ok());
+  return bytes;
+}
+
 }  // namespace
 
 // The runtime reserves per team member exactly the block the collectives lay out.
@@ -165,9 +172,11 @@ TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
     using hpshmem::ops::AllreduceAlgorithm;
     using hpshmem::ops::DType;
     using hpshmem::ops::ReduceOp;
-    const size_t sizes[] = {0, 1, 7, 4099, 70001};
+    // Across hosts with 4 ranks (auto): float32 4099 in one eager step; int64 4099 and 13001 in two, 70001 in
+    // five chunks of two (float32: three); 140001 announced.
+    const size_t sizes[] = {0, 1, 7, 4099, 13001, 70001, 140001};
     void* buf;
-    RCHECK_OK(hpshmem::Malloc(70001 * 8, &buf));
+    RCHECK_OK(hpshmem::Malloc(140001 * 8, &buf));
     int call = 0;
     for (size_t count : sizes) {
       for (int op = 0; op < 5; ++op) {
@@ -212,17 +221,21 @@ TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
 // values that lose bits when rounded at every step, the result tells.
 TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
-    const size_t count = 1001;
-    void* buf;
-    RCHECK_OK(hpshmem::Malloc(count * 2, &buf));
-    auto* h = static_cast<_Float16*>(buf);
-    auto value = [](int p, size_t i) { return static_cast<float>(p == 0 ? 2048 : 0.5 + 0.25 * (i % 3)); };
-    for (size_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(value(rank, i));
-    RCHECK_OK(hpshmem::ops::Allreduce(buf, count, hpshmem::ops::DType::kFloat16, hpshmem::ops::ReduceOp::kSum));
-    for (size_t i = 0; i < count; ++i) {
-      float acc = 0;
-      for (int p = 0; p < n; ++p) acc += value(p, i);
-      RCHECK(h[i] == static_cast<_Float16>(acc), "float16 sum i=" + std::to_string(i));
+    // One eager slot, several (across hosts: two eager steps), and past them.
+    for (size_t count : {size_t{1001}, Eager() + 3, 3 * Eager() + 1}) {
+      void* buf;
+      RCHECK_OK(hpshmem::Malloc(count * 2, &buf));
+      auto* h = static_cast<_Float16*>(buf);
+      auto value = [](int p, size_t i) { return static_cast<float>(p == 0 ? 2048 : 0.5 + 0.25 * (i % 3)); };
+      for (size_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(value(rank, i));
+      RCHECK_OK(hpshmem::ops::Allreduce(buf, count, hpshmem::ops::DType::kFloat16, hpshmem::ops::ReduceOp::kSum));
+      for (size_t i = 0; i < count; ++i) {
+        float acc = 0;
+        for (int p = 0; p < n; ++p) acc += value(p, i);
+        RCHECK(h[i] == static_cast<_Float16>(acc),
+               "float16 sum i=" + std::to_string(i) + " of " + std::to_string(count));
+      }
+      RCHECK_OK(hpshmem::Free(buf));
     }
     RCHECK_OK(hpshmem::Barrier());
   });
@@ -230,15 +243,18 @@ TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
 }
 
 // Sizes on both sides of the eager slot (across hosts, calls up to a slot go
-// eager, larger ones are announced), back to back.
+// eager, up to a slot per rank in two eager steps, larger ones are announced),
+// back to back; every third broadcast from a separate source, which leaves the
+// root's own buffer as it was.
 TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
-    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
-    const size_t counts[] = {1, 7, slot / 4, slot / 4 + 1, 4099, 0};  // int32 elements per block
-    const size_t sizes[] = {1001, 0, slot, slot + 1, 1, 20011};       // broadcast bytes
+    const size_t slot = Eager();
+    const size_t counts[] = {1, 7, slot / 4, slot / 4 + 1, slot / 4 * 3 + 7, 0};  // int32 elements per block
+    // Broadcast bytes; across hosts (3 ranks): one eager step, chunks of 3 slots in two steps each, or announced.
+    const size_t sizes[] = {1001, 0, slot, slot + 1, 1, 3 * slot + 11, 3 * slot - 1, 7 * slot + 5, (1 << 20) + 3};
     void* in;
-    RCHECK_OK(hpshmem::Malloc(std::max<size_t>(4099 * n * 4, 20011), &in));
-    for (int call = 0; call < 24; ++call) {
+    RCHECK_OK(hpshmem::Malloc((slot / 4 * 3 + 7) * n * 4 + (1 << 20) + 3, &in));
+    for (int call = 0; call < 54; ++call) {
       const size_t count = counts[call % 6];
       std::vector<int32_t> out(count + 1, -7);
       auto* v = static_cast<int32_t*>(in);
@@ -252,13 +268,18 @@ TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
       }
       RCHECK(out[count] == -7, "reduce_scatter wrote past its output");
       for (size_t i = 0; i < count * n; ++i) RCHECK(v[i] == Input(rank, i, call), "reduce_scatter changed its input");
-      int root = call % n;
-      const size_t bytes = sizes[call % 6];
+      const int root = call % n;
+      const size_t bytes = sizes[call % 9];
+      const bool separate = call % 3 == 1;
+      std::vector<unsigned char> src(bytes + 1);
+      for (size_t i = 0; i <= bytes; ++i) src[i] = Byte(root, i, call);
       auto* b = static_cast<unsigned char*>(in);
-      for (size_t i = 0; i <= bytes; ++i) b[i] = rank == root ? Byte(root, i, call) : 0xEE;
-      RCHECK_OK(hpshmem::ops::Broadcast(in, bytes, root));
-      for (size_t i = 0; i < bytes; ++i) RCHECK(b[i] == Byte(root, i, call), "broadcast call " + std::to_string(call));
-      RCHECK(b[bytes] == (rank == root ? Byte(root, bytes, call) : 0xEE), "broadcast wrote past its size");
+      for (size_t i = 0; i <= bytes; ++i) b[i] = rank == root && !separate ? src[i] : 0xEE;
+      RCHECK_OK(hpshmem::ops::Broadcast(in, bytes, root, hpshmem::kTeamWorld,
+                                        separate && rank == root ? src.data() : nullptr));
+      const std::string what = "broadcast of " + std::to_string(bytes) + " B, call " + std::to_string(call);
+      for (size_t i = 0; i < bytes; ++i) RCHECK(b[i] == (rank == root && separate ? 0xEE : src[i]), what);
+      RCHECK(b[bytes] == (rank == root && !separate ? src[bytes] : 0xEE), what + " wrote past its size");
     }
     RCHECK_OK(hpshmem::Barrier());
   });
@@ -299,14 +320,15 @@ TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {
 // value is checked, and nothing is written past a call's output.
 TEST(Collective, EagerAndAnnouncedCallsBackToBackWithoutBarriers8Ranks) {
   auto r = RunJob(8, [](int rank, int n) {
-    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
-    RCHECK(slot == 4096, "eager slot of 8 ranks: " + std::to_string(slot));
-    const size_t gather_sizes[] = {0, 1, 7, slot - 1, slot, slot + 1, 30011};
-    const int64_t piece_sizes[] = {0, 1, 1023, 1024, 1025, 3001};  // int32 elements: 1024 fill a slot
-    const size_t max_out = 30011 * n + 64;
+    const size_t slot = Eager();
+    RCHECK(slot == 4096 || slot == 16384, "eager limit of 8 ranks: " + std::to_string(slot));
+    const size_t gather_sizes[] = {0, 1, 7, slot - 1, slot, slot + 1, 7 * slot + 11};
+    const int64_t fill = static_cast<int64_t>(slot / 4);  // int32 elements that fill a slot
+    const int64_t piece_sizes[] = {0, 1, fill - 1, fill, fill + 1, 3 * fill - 71};
+    const size_t max_out = (7 * slot + 11) * n + 64;
     void *out, *recv;
     RCHECK_OK(hpshmem::Malloc(max_out, &out));
-    RCHECK_OK(hpshmem::Malloc(3001 * 4 * n + 64, &recv));
+    RCHECK_OK(hpshmem::Malloc((3 * fill - 71) * 4 * n + 64, &recv));
     auto* o = static_cast<unsigned char*>(out);
     uint64_t seed = 12345;  // the same sequence of calls on every rank
     auto next = [&] {
@@ -366,15 +388,22 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
     using hpshmem::ops::DType;
     using hpshmem::ops::ReduceOp;
-    const size_t slot_elems = hpshmem::ops::EagerSlotBytes(n) / 8;
-    const size_t cap = 4 * (2 * slot_elems + 5);
+    const size_t slot_elems = Eager() / 8;
+    const size_t cap = 140001 + 4 * (2 * slot_elems + 5);
     void* buf;
     RCHECK_OK(hpshmem::Malloc(cap * 8, &buf));
     auto* v = static_cast<int64_t*>(buf);
     // Rank 3's count against the others': past the slot against within it, within against past, both within.
     // (For reduce-scatter, a quarter of each per block: 4 ranks.)
-    const std::pair<size_t, size_t> cases[] = {
-        {4 * slot_elems + 4, 28}, {52, 4 * slot_elems + 8}, {4, 8}, {slot_elems + 1, 7}};
+    // Across hosts an allreduce of one slot goes in one eager step, of up to 1 MiB in chunks of two, past it
+    // announced.
+    const std::pair<size_t, size_t> cases[] = {{4 * slot_elems + 4, 28},
+                                               {52, 4 * slot_elems + 8},
+                                               {4, 8},
+                                               {slot_elems + 1, 7},
+                                               {2 * slot_elems + 3, 4 * slot_elems + 8},
+                                               {2 * slot_elems + 3, slot_elems + 2},
+                                               {140001, 2 * slot_elems + 3}};
     for (auto [odd, usual] : cases) {
       for (size_t i = 0; i < cap; ++i) v[i] = rank * 1000 + static_cast<int64_t>(i);
       hpshmem::Status s = hpshmem::ops::Allreduce(buf, rank == 3 ? odd : usual, DType::kInt64, ReduceOp::kSum);
@@ -387,7 +416,12 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
       RCHECK(s.code() == Code::kCollectiveMismatch,
              "reduce_scatter, rank " + std::to_string(rank) + ": " + s.ToString());
       for (size_t i = 0; i < cap; ++i) RCHECK(out[i] == -7, "reduce_scatter wrote element " + std::to_string(i));
-      for (size_t count : {size_t{1}, slot_elems, slot_elems + 1}) {
+      // Broadcast of odd / usual int64 elements from rank 1: every rank fails, no member's buffer changes.
+      s = hpshmem::ops::Broadcast(buf, (rank == 3 ? odd : usual) * 8, 1);
+      RCHECK(s.code() == Code::kCollectiveMismatch, "broadcast, rank " + std::to_string(rank) + ": " + s.ToString());
+      for (size_t i = 0; i < cap; ++i)
+        RCHECK(v[i] == rank * 1000 + static_cast<int64_t>(i), "broadcast wrote element " + std::to_string(i));
+      for (size_t count : {size_t{1}, slot_elems, slot_elems + 1, 3 * slot_elems + 5}) {
         for (size_t i = 0; i < count; ++i) v[i] = rank + 1 + static_cast<int64_t>(i);
         RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt64, ReduceOp::kSum));
         for (size_t i = 0; i < count; ++i)
@@ -413,7 +447,7 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
 // land, so it is checked on one host only.)
 TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
-    const size_t slot = hpshmem::ops::EagerSlotBytes(n);
+    const size_t slot = Eager();
     const size_t cap = (2 * slot + 3) * n + 64;
     void* out;
     RCHECK_OK(hpshmem::Malloc(cap, &out));
@@ -453,7 +487,7 @@ TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
 // call completes, and the receiver's buffer holds nothing of the piece.
 TEST(Collective, AlltoallMismatchAcrossTheEagerSlotFailsThePair4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
-    const int64_t fit = static_cast<int64_t>(hpshmem::ops::EagerSlotBytes(n) / 4);  // int32 elements
+    const int64_t fit = static_cast<int64_t>(Eager() / 4);  // int32 elements
     void* recv;
     RCHECK_OK(hpshmem::Malloc((fit + 1) * 4 * n + 64, &recv));
     std::vector<int32_t> piece(fit + 1, rank);

@@ -19,7 +19,9 @@ namespace hpshmem {
 // alignment up to kSegmentAlign on every rank. The header's pages beyond the
 // first few are never touched and cost nothing.
 constexpr size_t kSegmentAlign = size_t{2} << 20;
-constexpr size_t kHeaderBytes = kSegmentAlign;
+// The header region holds the control block, the allocator records and the
+// collective workspace (kWorkspaceBytes), in whole kSegmentAlign units.
+constexpr size_t kHeaderBytes = 5 * kSegmentAlign;
 // The largest alignment an allocation may ask for: each rank's own heap starts
 // at an address aligned to it (peers' mappings of it need not be).
 constexpr size_t kHeapAlign = size_t{1} << 30;

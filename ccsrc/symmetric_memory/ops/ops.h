@@ -118,7 +118,12 @@ Status ReduceScatter(void* out, const void* in, size_t count, DType dtype, Reduc
 // Collective. `data` (symmetric, `bytes` bytes) on every rank but root =
 // root's `src` (any memory on root; default: root's `data`, which `src` leaves as it is).
 Status Broadcast(void* data, size_t bytes, int root, int team = kTeamWorld, const void* src = nullptr);
-// Broadcast of at most EagerSlotBytes(team size) bytes (ops/collective/team_block.h) in one step: the root
+// The largest piece (bytes) that the team's calls send eagerly, into the
+// receivers' slots without waiting for them: 32 KiB down to 64 B as teams grow
+// when the team spans hosts, 4 KiB down within one (ops/collective/team_block.h);
+// the same on every member. Errors: kNotInitialized; kInvalidArgument for an unknown team.
+Status EagerLimit(int team, size_t* bytes);
+// Broadcast of at most EagerLimit(team) bytes in one step: the root
 // puts its data into each member's eager slot and returns; members copy it
 // out (`data` need not be symmetric). As OpenSHMEM allows, the root does not
 // wait for the members to enter the call (only for them to have entered the

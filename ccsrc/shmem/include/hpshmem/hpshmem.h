@@ -125,7 +125,7 @@ void* Ptr(const void* local, int pe);
 // own collectives (epoch signals, exchanged counts, the teams' words): zero
 // at Init, at the same offset on every rank, never handed out by Malloc. Its
 // pages cost memory only once used.
-constexpr size_t kWorkspaceBytes = 1024 * 1024;
+constexpr size_t kWorkspaceBytes = size_t{8} << 20;
 Status CollectiveWorkspace(void** base);
 
 // ---------------------------------------------------------------- teams
@@ -141,8 +141,8 @@ constexpr int kTeamWorld = 0;
 
 // Bytes (a multiple of 64) that a team of `members` ranks reserves in each
 // member's workspace for its collectives: per member three int64 words and
-// three more, then, for teams of at most 512, two message slots per member
-// of 64 bytes and a power of two from 4 KiB down to 64 bytes (about 32 KiB
+// three more, then, for teams of at most 2048, two message slots per member
+// of 64 bytes and a power of two from 32 KiB down to 64 bytes (about 128 KiB
 // per member). Zero at team creation.
 size_t TeamBlockBytes(int members);
 

@@ -1,11 +1,15 @@
 // Allreduce: every member reduces every member's values in team-rank order
 // (ops.h), one-shot (each reduces the whole tensor) or two-shot (each reduces
 // its block, then puts it into every member's block); across hosts, up to an
-// eager slot, every member sends its values to every peer (ReduceEager).
+// eager slot, every member sends its values to every peer (ReduceEager), and
+// up to kAllreduceStepsMaxBytes two-shot's halves go as eager steps (AllreduceInSteps).
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ops/collective/call.h"
+#include "ops/reduce/reduce.h"
 
 namespace hpshmem::ops {
 namespace {
@@ -13,6 +17,44 @@ namespace {
 using namespace collective;
 
 thread_local Scratch t_result;  // the one-shot result
+thread_local std::vector<const void*> t_blocks;
+
+// Across hosts, past one slot and up to kAllreduceStepsMaxBytes: two-shot's
+// halves as eager steps, a chunk of up to a slot per member at a time. In each
+// chunk member p's block (two-shot's split) goes into member p's slot, and p
+// reduces it in team-rank order into its own block of `data`; then every
+// member's reduced block goes into every member's slot and is copied out.
+// Two messages per peer pair and chunk each way, each with a W-th of the
+// chunk, where the announced path pays an announcement, a get of the whole
+// tensor from every peer and a release. Every header carries the whole
+// call's (count, packed): the first step compares them.
+Status AllreduceInSteps(const CollectiveCall& call, char* data, const char* in, size_t count, DType dtype, ReduceOp op,
+                        int64_t packed, const char* what) {
+  const int me = call.me, members = call.members;
+  const size_t item = DTypeSize(dtype);
+  const size_t chunk = members * (call.eager_bytes / item);  // elements
+  t_blocks.resize(members);
+  for (size_t first = 0; first < count; first += chunk) {
+    const size_t n = std::min(chunk, count - first);
+    char* out = data + first * item;
+    const char* src = in + first * item;
+    auto lo = [&](int p) { return n * p / members; };
+    auto block = [&](const char* base, int p) { return Piece{base + lo(p) * item, (lo(p + 1) - lo(p)) * item}; };
+    int64_t epoch;
+    HPSHMEM_RETURN_IF_ERROR(
+        ExchangeEager(call, static_cast<int64_t>(count), packed, [&](int p) { return block(src, p); }, &epoch, what));
+    for (int p = 0; p < members; ++p) t_blocks[p] = p == me ? block(src, me).data : SlotData(call, p, epoch);
+    // Our block may be our own source (in == data): each element is read before it is written.
+    HPSHMEM_RETURN_IF_ERROR(
+        ReduceInto(out + lo(me) * item, t_blocks.data(), members, lo(me + 1) - lo(me), dtype, op, members));
+    HPSHMEM_RETURN_IF_ERROR(
+        ExchangeEager(call, static_cast<int64_t>(count), packed, [&](int) { return block(out, me); }, &epoch, what));
+    for (int p = 0; p < members; ++p)
+      if (p != me && lo(p + 1) > lo(p))
+        std::memcpy(out + lo(p) * item, SlotData(call, p, epoch), (lo(p + 1) - lo(p)) * item);
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -40,6 +82,10 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
                                         out, what));
     if (bytes) std::memcpy(buffer, out, bytes);
     return Status::OK();
+  }
+  if (algorithm_was_auto && call.members > 1 && bytes <= kAllreduceStepsMaxBytes && SpansHosts(call)) {
+    return AllreduceInSteps(call, buffer, src ? static_cast<const char*>(src) : buffer, count, dtype, op,
+                            Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24), what);
   }
   // Nobody reads `data` before this rank announces the call below.
   if (src && src != data && bytes) std::memmove(buffer, src, bytes);

@@ -1,7 +1,10 @@
 // Broadcast: the root puts its data into every member (after all agree on
 // size and root); across hosts, up to an eager slot, into every member's slot
-// while the members agree (BroadcastEager); or, for small data, into every
-// member's eager slot without waiting for them (BroadcastSmall, ops.h).
+// while the members agree (BroadcastEager), and up to kBroadcastStepsMaxBytes as
+// scatters then allgathers through the slots (BroadcastInSteps); or, for
+// small data, into every member's eager slot without waiting for them
+// (BroadcastSmall, ops.h).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -22,9 +25,44 @@ namespace {
 Status BroadcastEager(const CollectiveCall& call, char* data, const void* from, size_t bytes, int root, int64_t packed,
                       const char* what) {
   int64_t epoch;
-  HPSHMEM_RETURN_IF_ERROR(ExchangeEager(call, static_cast<int64_t>(bytes), packed, static_cast<const char*>(from), 0,
-                                        call.me == root ? bytes : 0, &epoch, what));
+  const Piece piece{static_cast<const char*>(from), call.me == root ? bytes : 0};
+  HPSHMEM_RETURN_IF_ERROR(
+      ExchangeEager(call, static_cast<int64_t>(bytes), packed, [&](int) { return piece; }, &epoch, what));
   if (call.me != root && bytes) std::memcpy(data, SlotData(call, root, epoch), bytes);
+  return Status::OK();
+}
+
+// Broadcast across hosts past one slot, up to kBroadcastStepsMaxBytes, in chunks
+// of up to a slot per member: the root puts piece p (1/W of the chunk) into
+// member p's slot, the others their headers alone; then every member but the
+// root puts its piece, and the root its own, into every other member's slot
+// but the root's. The root sends the data about twice instead of W - 1 times,
+// in two steps of one message per peer pair and chunk. Every header carries
+// the whole call's (bytes, packed): the first step compares them.
+Status BroadcastInSteps(const CollectiveCall& call, char* data, const char* from, size_t bytes, int root,
+                        int64_t packed, const char* what) {
+  const int me = call.me, members = call.members;
+  const size_t chunk = members * call.eager_bytes;
+  for (size_t first = 0; first < bytes; first += chunk) {
+    const size_t n = std::min(chunk, bytes - first);
+    char* out = data + first;
+    const char* src = from + first;
+    auto lo = [&](int p) { return n * p / members; };
+    auto size = [&](int p) { return lo(p + 1) - lo(p); };
+    int64_t epoch;
+    HPSHMEM_RETURN_IF_ERROR(ExchangeEager(
+        call, static_cast<int64_t>(bytes), packed,
+        [&](int p) { return me == root ? Piece{src + lo(p), size(p)} : Piece{nullptr, 0}; }, &epoch, what));
+    if (me != root && size(me)) std::memcpy(out + lo(me), SlotData(call, root, epoch), size(me));
+    // Our piece is read from `data` now: a peer may rewrite the first step's slot once it has our second header.
+    const Piece mine{me == root ? src + lo(me) : out + lo(me), size(me)};
+    HPSHMEM_RETURN_IF_ERROR(ExchangeEager(
+        call, static_cast<int64_t>(bytes), packed, [&](int p) { return p == root ? Piece{nullptr, 0} : mine; }, &epoch,
+        what));
+    if (me == root) continue;
+    for (int p = 0; p < members; ++p)
+      if (p != me && size(p)) std::memcpy(out + lo(p), SlotData(call, p, epoch), size(p));
+  }
   return Status::OK();
 }
 
@@ -39,6 +77,9 @@ Status Broadcast(void* data, size_t bytes, int root, int team, const void* src) 
   const int64_t packed = Pack(0, 0, Place(call, data) << 24 | root);
   if (call.members > 1 && bytes <= call.eager_bytes && SpansHosts(call))
     return BroadcastEager(call, static_cast<char*>(data), src ? src : data, bytes, root, packed, what);
+  if (call.members > 1 && bytes <= kBroadcastStepsMaxBytes && SpansHosts(call))
+    return BroadcastInSteps(call, static_cast<char*>(data), static_cast<const char*>(src ? src : data), bytes, root,
+                            packed, what);
   int64_t epoch;
   HPSHMEM_RETURN_IF_ERROR(BeginAgreed(call, &epoch, static_cast<int64_t>(bytes), packed, what));
   if (call.me == root) {

@@ -66,7 +66,15 @@ Status Open(CollectiveCall* call, int team) {
   call->hash = view.hash;
   call->pes = view.pes;
   call->block = view.block;
-  call->eager_bytes = EagerSlotBytes(view.size);
+  call->slot_bytes = EagerSlotBytes(view.size);
+  // Mapping follows the host and never changes: looked up on the team's first call only.
+  if (call->counters->spans_hosts == 0) {
+    bool spans = false;
+    for (int p = 0; p < view.size && !spans; ++p) spans = p != view.me && !hpshmem::Ptr(call->workspace, view.pes[p]);
+    call->counters->spans_hosts = spans ? 2 : 1;
+  }
+  call->spans_hosts = call->counters->spans_hosts == 2;
+  call->eager_bytes = call->spans_hosts ? call->slot_bytes : LocalEagerBytes(view.size);
   return Status::OK();
 }
 
@@ -151,7 +159,7 @@ Status PutSlot(const CollectiveCall& call, int p, const EagerHeader& header, con
   // was a small broadcast, whose members wait for nobody but the root.
   if (call.counters->loose_epoch == header.epoch - 1) HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, header.epoch - 1));
   size_t total = kEagerHeaderBytes + bytes;
-  if (t_stage.size() < total) t_stage.resize(kEagerHeaderBytes + call.eager_bytes);
+  if (t_stage.size() < total) t_stage.resize(kEagerHeaderBytes + call.slot_bytes);
   std::memcpy(t_stage.data(), &header, sizeof header);
   if (bytes) std::memcpy(t_stage.data() + kEagerHeaderBytes, data, bytes);
   return hpshmem::PutMemSignal(call.Slot(p, call.me, header.epoch), t_stage.data(), total,
@@ -220,12 +228,6 @@ Status ReduceRange(const CollectiveCall& call, const char* data, size_t lo, size
   return ReduceInto(out, srcs, call.members, hi - lo, dtype, op, call.members);
 }
 
-bool SpansHosts(const CollectiveCall& call) {
-  for (int p = 0; p < call.members; ++p)
-    if (p != call.me && !hpshmem::Ptr(call.workspace, call.GlobalRank(p))) return true;
-  return false;
-}
-
 Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t packed, const char* what) {
   // Every member that came the eager way sees a disagreement too (each reads
   // every member's header); Agree names it (from headers or place words) and
@@ -236,33 +238,27 @@ Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t coun
                                     " and a peer entered different collectives or chose different algorithms");
 }
 
-Status ExchangeEager(const CollectiveCall& call, int64_t count, int64_t packed, const char* in, size_t stride,
-                     size_t bytes, int64_t* epoch, const char* what) {
+Status AwaitEager(const CollectiveCall& call, int64_t count, int64_t packed, int64_t epoch, const char* what) {
   const int me = call.me, members = call.members;
-  *epoch = ++call.counters->epoch;
-  const EagerHeader header{*epoch, count, packed, 0};
-  for (int k = 1; k < members; ++k) {
-    int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, in + p * stride, bytes));
-  }
-  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, *epoch, SignalOp::kSet, call.GlobalRank(me)));
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
   HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   bool agreed = true;
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, *epoch));
-    const EagerHeader& got = SlotHeader(call, p, *epoch);
-    agreed &= got.epoch == *epoch && got.count == count && got.place == packed;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    const EagerHeader& got = SlotHeader(call, p, epoch);
+    agreed &= got.epoch == epoch && got.count == count && got.place == packed;
   }
-  return agreed ? Status::OK() : EagerDisagreement(call, *epoch, count, packed, what);
+  return agreed ? Status::OK() : EagerDisagreement(call, epoch, count, packed, what);
 }
 
 Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
                    int64_t packed, void* out, const char* what) {
   const int members = call.members;
   int64_t epoch;
-  HPSHMEM_RETURN_IF_ERROR(
-      ExchangeEager(call, static_cast<int64_t>(count), packed, in, stride, count * DTypeSize(dtype), &epoch, what));
+  const size_t bytes = count * DTypeSize(dtype);
+  HPSHMEM_RETURN_IF_ERROR(ExchangeEager(
+      call, static_cast<int64_t>(count), packed, [&](int p) { return Piece{in + p * stride, bytes}; }, &epoch, what));
   if (t_srcs.size() < static_cast<size_t>(members)) t_srcs.resize(members);
   for (int p = 0; p < members; ++p) t_srcs[p] = p == call.me ? in + p * stride : SlotData(call, p, epoch);
   // The slots stay as they are until call e + 2, which no peer starts before
@@ -285,6 +281,13 @@ Status CollectiveEpoch(int64_t* epoch, int team) {
   TeamView view;
   HPSHMEM_RETURN_IF_ERROR(GetTeam(team, &view));
   *epoch = CountersOf(view)->epoch;
+  return Status::OK();
+}
+
+Status EagerLimit(int team, size_t* bytes) {
+  CollectiveCall call;
+  HPSHMEM_RETURN_IF_ERROR(Open(&call, team));
+  *bytes = call.eager_bytes;
   return Status::OK();
 }
 

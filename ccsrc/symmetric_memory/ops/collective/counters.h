@@ -20,6 +20,7 @@ struct CollectiveCounters {
   // enter it (a small broadcast): the next eager put into a member's slot
   // first waits for that member to have entered it (see PutSlot).
   int64_t loose_epoch = 0;
+  int64_t spans_hosts = 0;  // 0: not looked up yet; 1: one host; 2: some member on another
 };
 static_assert(sizeof(CollectiveCounters) <= kTeamStateBytes && alignof(CollectiveCounters) <= 64);
 static_assert(offsetof(CollectiveCounters, epoch) == 0, "the runtime's DebugState reads the first word as the calls");

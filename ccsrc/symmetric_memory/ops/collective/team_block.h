@@ -3,7 +3,7 @@
 //   ready[W], arrivals, consumed, mismatch, place[2W]   (CollectiveLayout),
 //   rounded up to 8 words, then
 //   2W eager slots (per call parity, one per sender) of kEagerHeaderBytes +
-//   EagerSlotBytes(W) bytes each, for teams of at most 512 members.
+//   EagerSlotBytes(W) bytes each, for teams of at most 2048 members.
 // Every word is zero at team creation and only grows or is overwritten by the
 // call that owns it: see ops.h for the epoch protocol.
 #pragma once
@@ -42,13 +42,22 @@ constexpr size_t TeamWordsBeforeEager(int members) { return (3 * static_cast<siz
 // Eager slots: each member keeps, per sender and per call parity, a slot of
 // kEagerHeaderBytes + EagerSlotBytes(members) bytes into which a sender may
 // put a small call's data before this member has entered the call. The
-// payload is a power of two, 4 KiB down to 64 B as teams grow (about 32 KiB
-// per member and parity); 0 (no eager calls) past 512 members.
+// payload is a power of two, 32 KiB down to 64 B as teams grow (about 128 KiB
+// per member and parity); 0 (no eager calls) past 2048 members. The whole
+// slot is used across hosts, where going eager saves an announcement and a
+// round trip per peer (a message's flight each); within one host a call goes
+// eager only up to LocalEagerBytes, past which a direct copy into the
+// destination beats a copy through the slot.
 constexpr size_t kEagerHeaderBytes = 64;
 constexpr size_t EagerSlotBytes(int members) {
+  size_t s = 32768;
+  while (s >= 64 && s * static_cast<size_t>(members) > 131072) s /= 2;
+  return s >= 64 ? s : 0;
+}
+constexpr size_t LocalEagerBytes(int members) {
   size_t s = 4096;
   while (s >= 64 && s * static_cast<size_t>(members) > 32768) s /= 2;
-  return s >= 64 ? s : 0;
+  return s >= 64 && s <= EagerSlotBytes(members) ? s : 0;
 }
 
 // The block the layout above needs, in int64 words; it is exactly
