@@ -173,7 +173,7 @@ TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
     using hpshmem::ops::DType;
     using hpshmem::ops::ReduceOp;
     // Across hosts with 4 ranks (auto): float32 4099 in one eager step; int64 4099 and 13001 in two, 70001 in
-    // five chunks of two (float32: three); 140001 announced.
+    // five chunks of two (float32: three), 140001 in nine (float32: five); the named algorithms announced.
     const size_t sizes[] = {0, 1, 7, 4099, 13001, 70001, 140001};
     void* buf;
     RCHECK_OK(hpshmem::Malloc(140001 * 8, &buf));
@@ -249,13 +249,16 @@ TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
 TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
     const size_t slot = Eager();
-    const size_t counts[] = {1, 7, slot / 4, slot / 4 + 1, slot / 4 * 3 + 7, 0};  // int32 elements per block
-    // Broadcast bytes; across hosts (3 ranks): one eager step, chunks of 3 slots in two steps each, or announced.
-    const size_t sizes[] = {1001, 0, slot, slot + 1, 1, 3 * slot + 11, 3 * slot - 1, 7 * slot + 5, (1 << 20) + 3};
+    // int32 elements per block; across hosts (3 ranks): one eager step, two or four steps of a slot per
+    // block, or (past 16 MiB of input) announced.
+    const size_t counts[] = {1, 7, slot / 4, slot / 4 + 1, slot / 4 * 3 + 7, 0, (1 << 22) / 3 + 5};
+    // Broadcast bytes; across hosts (3 ranks): one eager step, chunks of 3 slots in two steps each, or
+    // (past 4 MiB) announced.
+    const size_t sizes[] = {1001, 0, slot, slot + 1, 1, 3 * slot + 11, 3 * slot - 1, (1 << 20) + 3, (4 << 20) + 1};
     void* in;
-    RCHECK_OK(hpshmem::Malloc((slot / 4 * 3 + 7) * n * 4 + (1 << 20) + 3, &in));
-    for (int call = 0; call < 54; ++call) {
-      const size_t count = counts[call % 6];
+    RCHECK_OK(hpshmem::Malloc(((1 << 22) / 3 + 5) * n * 4 + 64, &in));
+    for (int call = 0; call < 63; ++call) {  // every pair of the two lists
+      const size_t count = counts[call % 7];
       std::vector<int32_t> out(count + 1, -7);
       auto* v = static_cast<int32_t*>(in);
       for (size_t i = 0; i < count * n; ++i) v[i] = static_cast<int32_t>(Input(rank, i, call));
@@ -389,21 +392,23 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
     using hpshmem::ops::DType;
     using hpshmem::ops::ReduceOp;
     const size_t slot_elems = Eager() / 8;
-    const size_t cap = 140001 + 4 * (2 * slot_elems + 5);
+    const size_t cap = 2097173 + 4 * (2 * slot_elems + 5);
     void* buf;
     RCHECK_OK(hpshmem::Malloc(cap * 8, &buf));
     auto* v = static_cast<int64_t*>(buf);
     // Rank 3's count against the others': past the slot against within it, within against past, both within.
     // (For reduce-scatter, a quarter of each per block: 4 ranks.)
-    // Across hosts an allreduce of one slot goes in one eager step, of up to 1 MiB in chunks of two, past it
-    // announced.
+    // Across hosts an allreduce of one slot goes in one eager step, of up to 16 MiB in chunks of two, past it
+    // announced; a reduce-scatter too, a broadcast past one slot in steps up to 4 MiB, then announced.
     const std::pair<size_t, size_t> cases[] = {{4 * slot_elems + 4, 28},
                                                {52, 4 * slot_elems + 8},
                                                {4, 8},
                                                {slot_elems + 1, 7},
                                                {2 * slot_elems + 3, 4 * slot_elems + 8},
                                                {2 * slot_elems + 3, slot_elems + 2},
-                                               {140001, 2 * slot_elems + 3}};
+                                               {140001, 2 * slot_elems + 3},
+                                               {524308, 2 * slot_elems + 3},
+                                               {2097172, 2 * slot_elems + 3}};
     for (auto [odd, usual] : cases) {
       for (size_t i = 0; i < cap; ++i) v[i] = rank * 1000 + static_cast<int64_t>(i);
       hpshmem::Status s = hpshmem::ops::Allreduce(buf, rank == 3 ? odd : usual, DType::kInt64, ReduceOp::kSum);

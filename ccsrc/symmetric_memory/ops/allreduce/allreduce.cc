@@ -77,7 +77,7 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
     // result goes through scratch, as `src` may be `data`.
     char* out = t_result.Get(bytes);
     const char* in = src ? static_cast<const char*>(src) : buffer;
-    HPSHMEM_RETURN_IF_ERROR(ReduceEager(call, in, 0, count, dtype, op,
+    HPSHMEM_RETURN_IF_ERROR(ReduceEager(call, in, 0, count, dtype, op, static_cast<int64_t>(count),
                                         Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24),
                                         out, what));
     if (bytes) std::memcpy(buffer, out, bytes);

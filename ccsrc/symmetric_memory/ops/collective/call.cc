@@ -253,12 +253,12 @@ Status AwaitEager(const CollectiveCall& call, int64_t count, int64_t packed, int
 }
 
 Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
-                   int64_t packed, void* out, const char* what) {
+                   int64_t call_count, int64_t packed, void* out, const char* what) {
   const int members = call.members;
   int64_t epoch;
   const size_t bytes = count * DTypeSize(dtype);
-  HPSHMEM_RETURN_IF_ERROR(ExchangeEager(
-      call, static_cast<int64_t>(count), packed, [&](int p) { return Piece{in + p * stride, bytes}; }, &epoch, what));
+  HPSHMEM_RETURN_IF_ERROR(
+      ExchangeEager(call, call_count, packed, [&](int p) { return Piece{in + p * stride, bytes}; }, &epoch, what));
   if (t_srcs.size() < static_cast<size_t>(members)) t_srcs.resize(members);
   for (int p = 0; p < members; ++p) t_srcs[p] = p == call.me ? in + p * stride : SlotData(call, p, epoch);
   // The slots stay as they are until call e + 2, which no peer starts before

@@ -177,16 +177,23 @@ Status ExchangeEager(const CollectiveCall& call, int64_t count, int64_t packed, 
 // was faster announced on 4 ranks; a broadcast in steps is ahead up to 4 MiB.
 constexpr size_t kAllreduceStepsMaxBytes = size_t{16} << 20;
 constexpr size_t kBroadcastStepsMaxBytes = size_t{4} << 20;
+// A reduce-scatter across hosts past one slot per member goes as eager steps
+// (ReduceEager on a slot of each member's block at a time) up to this many
+// bytes of input. Measured on two real hosts: 2.3-2.5x faster than the
+// announced path at 1-4 MiB; at 16 MiB 13.3 against 20.0 ms on 4 ranks and
+// at par (7.3 against 6.8 ms) on 2.
+constexpr size_t kReduceScatterStepsMaxBytes = size_t{16} << 20;
 
 // The eager reducing call across hosts (allreduce, reduce-scatter up to an
-// eager slot): sends member p the `count` elements at in + p * stride, with
-// the arguments (count, packed) in the header; then reduces, in team-rank order, this
+// eager slot, and each step of a larger reduce-scatter): sends member p the
+// `count` elements at in + p * stride, with the call's arguments
+// (call_count, packed) in the header; then reduces, in team-rank order, this
 // rank's own piece and every piece received into `out`. One message per peer
 // pair each way, where the announced path pays an announcement, a get and a
 // release. On a disagreement (headers here, or Agree's words) every member
 // fails alike with kCollectiveMismatch, writing nothing.
 Status ReduceEager(const CollectiveCall& call, const char* in, size_t stride, size_t count, DType dtype, ReduceOp op,
-                   int64_t packed, void* out, const char* what);
+                   int64_t call_count, int64_t packed, void* out, const char* what);
 
 // Memory that outlives a call: a fresh allocation per call costs a page
 // fault per 4 KiB (and zeroing) at the sizes where it matters.
