@@ -63,48 +63,58 @@ TEST(Collective, AllgatherPushAndPullBackToBack3Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
-// Peers on other hosts send allgather data before this rank enters the call
-// (held at the target until it does, see hpshmem::PutMemSignalGated): a rank
-// that is late must still find its previous results untouched when it enters,
-// and the new ones complete after. Sizes cross the message piece (256 KiB) and
-// the largest held size (1 MiB), so held pieces queue and the bigger sizes
-// take the announced path.
+// Options for a job whose calls move pieces past the largest that go in steps across hosts (16 MiB).
+hptest::JobOptions HeapOf(size_t bytes) {
+  hptest::JobOptions o;
+  o.heap_bytes = bytes;
+  return o;
+}
+
+// Peers send allgather data before this rank enters the call (into its eager
+// slots, a slot at a time across hosts): a rank that is late must still find
+// its previous results untouched when it enters, and the new ones complete
+// after. Sizes cross the eager slot, the message piece (128 KiB) and, across
+// hosts, the largest size that goes in steps (16 MiB), past which the call is
+// announced.
 TEST(Collective, AllgatherEarlyPeersNeverTouchALateRanksOutput4Ranks) {
-  auto r = RunJob(4, [](int rank, int n) {
-    const size_t sizes[] = {1, 4099, 300007, (1 << 20) + 8, 8};
-    const size_t max_bytes = (1 << 20) + 8;
-    void* out;
-    RCHECK_OK(hpshmem::Malloc(max_bytes * n, &out));
-    auto* o = static_cast<unsigned char*>(out);
-    auto check = [&](size_t bytes, int call, const std::string& when) {
-      for (int src = 0; src < n; ++src)
-        for (size_t i = 0; i < bytes; ++i)
-          RCHECK(o[src * bytes + i] == Byte(src, i, call), when + " call " + std::to_string(call) + " from rank " +
-                                                               std::to_string(src) + " byte " + std::to_string(i));
-    };
-    for (int call = 0; call < 10; ++call) {
-      size_t bytes = sizes[call % 5];
-      if (call > 0 && rank == call % n) {  // late: peers have sent this call's data by now
-        usleep(40 * 1000);
-        check(sizes[(call - 1) % 5], call - 1, "before entering");
-      }
-      std::vector<unsigned char> in(bytes);
-      for (size_t i = 0; i < bytes; ++i) in[i] = Byte(rank, i, call);
-      RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, /*pull=*/false));
-      check(bytes, call, "after");
-    }
-    // Below, peers signal into `out`: not before every rank has finished its last call.
-    RCHECK_OK(hpshmem::Barrier());
-    // Gated puts exist for peers that can hold them, and only for those.
-    for (int p = 0; p < n; ++p) {
-      int64_t* sig = static_cast<int64_t*>(out);
-      hpshmem::Status s =
-          hpshmem::PutMemSignalGated(o, o, 0, sig, hpshmem::SignalType::kInt64, 0, hpshmem::SignalOp::kAdd, p, sig, 0);
-      RCHECK(s.ok() == hpshmem::CanHoldGated(p), "gated put to rank " + std::to_string(p) + ": " + s.ToString());
-      if (!s.ok()) RCHECK(s.code() == Code::kUnsupported, s.ToString());
-    }
-    RCHECK_OK(hpshmem::Barrier());
-  });
+  auto r = RunJob(
+      4,
+      [](int rank, int n) {
+        const size_t sizes[] = {1, 4099, 300007, (1 << 20) + 8, 8, (16 << 20) + 8};
+        const size_t max_bytes = (16 << 20) + 8;
+        void* out;
+        RCHECK_OK(hpshmem::Malloc(max_bytes * n, &out));
+        auto* o = static_cast<unsigned char*>(out);
+        auto check = [&](size_t bytes, int call, const std::string& when) {
+          for (int src = 0; src < n; ++src)
+            for (size_t i = 0; i < bytes; ++i)
+              RCHECK(o[src * bytes + i] == Byte(src, i, call), when + " call " + std::to_string(call) + " from rank " +
+                                                                   std::to_string(src) + " byte " + std::to_string(i));
+        };
+        for (int call = 0; call < 12; ++call) {
+          size_t bytes = sizes[call % 6];
+          if (call > 0 && rank == call % n) {  // late: peers have sent this call's data by now
+            usleep(40 * 1000);
+            check(sizes[(call - 1) % 6], call - 1, "before entering");
+          }
+          std::vector<unsigned char> in(bytes);
+          for (size_t i = 0; i < bytes; ++i) in[i] = Byte(rank, i, call);
+          RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, /*pull=*/false));
+          check(bytes, call, "after");
+        }
+        // Below, peers signal into `out`: not before every rank has finished its last call.
+        RCHECK_OK(hpshmem::Barrier());
+        // Gated puts exist for peers that can hold them, and only for those.
+        for (int p = 0; p < n; ++p) {
+          int64_t* sig = static_cast<int64_t*>(out);
+          hpshmem::Status s = hpshmem::PutMemSignalGated(o, o, 0, sig, hpshmem::SignalType::kInt64, 0,
+                                                         hpshmem::SignalOp::kAdd, p, sig, 0);
+          RCHECK(s.ok() == hpshmem::CanHoldGated(p), "gated put to rank " + std::to_string(p) + ": " + s.ToString());
+          if (!s.ok()) RCHECK(s.code() == Code::kUnsupported, s.ToString());
+        }
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      HeapOf(96 << 20));
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
@@ -447,43 +457,46 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
 // Ranks that pass different allgather sizes, on both sides of the eager slot,
 // both within it or both past it: every rank fails (each sees a peer that differs), nothing
 // of a rank whose size differs reaches anyone's output (eager outputs stay untouched), and
-// the next correct calls (eager and announced) work. (A larger piece for a peer on another host goes out
-// before that peer's size is known, held there until it enters: that one may
-// land, so it is checked on one host only.)
+// the next correct calls (eager and announced) work. Across hosts a piece past the slot goes in steps
+// (up to 16 MiB, then announced); the first step compares the sizes.
 TEST(Collective, AllgatherSizeMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
-  auto r = RunJob(4, [](int rank, int n) {
-    const size_t slot = Eager();
-    const size_t cap = (2 * slot + 3) * n + 64;
-    void* out;
-    RCHECK_OK(hpshmem::Malloc(cap, &out));
-    auto* o = static_cast<unsigned char*>(out);
-    std::vector<unsigned char> in(2 * slot + 3, static_cast<unsigned char>(rank + 1));
-    // Rank 1's size against the others': past the slot against within it, both within it, both past it.
-    const std::pair<size_t, size_t> cases[] = {{slot + 1, 64}, {100, 64}, {2 * slot + 3, slot + 1}};
-    for (auto [odd, usual] : cases) {
-      size_t bytes = rank == 1 ? odd : usual;
-      std::memset(o, 0xEE, cap);
-      hpshmem::Status st = hpshmem::ops::Allgather(out, in.data(), bytes, false);
-      RCHECK(st.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + st.ToString());
-      RCHECK(st.message().find("different sizes") != std::string::npos, st.message());
-      bool remote = false;
-      for (int p = 0; p < n; ++p) remote |= std::strcmp(hpshmem::PeerTransport(p), "ucx") == 0;
-      for (size_t i = 0; i < cap && !(remote && odd > slot); ++i) {
-        bool own = i >= rank * bytes && i < (rank + 1) * bytes;
-        // Announced pieces of ranks that agree with each other still land (both sizes past the slot).
-        size_t q = i / bytes;
-        bool agreed = usual > slot && rank != 1 && q < static_cast<size_t>(n) && q != 1;
-        RCHECK(own || agreed || o[i] == 0xEE, "byte " + std::to_string(i) + " written by a mismatched allgather");
-      }
-      RCHECK_OK(hpshmem::Barrier());
-    }
-    for (size_t bytes : {slot, slot + 1}) {
-      RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, false));
-      for (int src = 0; src < n; ++src)
-        RCHECK(o[src * bytes] == src + 1 && o[src * bytes + bytes - 1] == src + 1, "allgather after the mismatch");
-    }
-    RCHECK_OK(hpshmem::Barrier());
-  });
+  auto r = RunJob(
+      4,
+      [](int rank, int n) {
+        const size_t slot = Eager();
+        const size_t big = (16 << 20) + 1;
+        const size_t cap = big * n + 64;
+        void* out;
+        RCHECK_OK(hpshmem::Malloc(cap, &out));
+        auto* o = static_cast<unsigned char*>(out);
+        std::vector<unsigned char> in(big, static_cast<unsigned char>(rank + 1));
+        // Rank 1's size against the others': past the slot against within it, both within it, both past it,
+        // past the largest size in steps against within it.
+        const std::pair<size_t, size_t> cases[] = {
+            {slot + 1, 64}, {100, 64}, {2 * slot + 3, slot + 1}, {big, slot + 1}};
+        for (auto [odd, usual] : cases) {
+          size_t bytes = rank == 1 ? odd : usual;
+          std::memset(o, 0xEE, cap);
+          hpshmem::Status st = hpshmem::ops::Allgather(out, in.data(), bytes, false);
+          RCHECK(st.code() == Code::kCollectiveMismatch, "rank " + std::to_string(rank) + ": " + st.ToString());
+          RCHECK(st.message().find("different sizes") != std::string::npos, st.message());
+          for (size_t i = 0; i < cap; ++i) {
+            bool own = i >= rank * bytes && i < (rank + 1) * bytes;
+            // Announced pieces of ranks that agree with each other still land (both sizes past the slot).
+            size_t q = i / bytes;
+            bool agreed = usual > slot && rank != 1 && q < static_cast<size_t>(n) && q != 1;
+            RCHECK(own || agreed || o[i] == 0xEE, "byte " + std::to_string(i) + " written by a mismatched allgather");
+          }
+          RCHECK_OK(hpshmem::Barrier());
+        }
+        for (size_t bytes : {slot, slot + 1}) {
+          RCHECK_OK(hpshmem::ops::Allgather(out, in.data(), bytes, false));
+          for (int src = 0; src < n; ++src)
+            RCHECK(o[src * bytes] == src + 1 && o[src * bytes + bytes - 1] == src + 1, "allgather after the mismatch");
+        }
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      HeapOf(96 << 20));
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
