@@ -147,34 +147,6 @@ Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, Signal
   return rt->route[pe]->PutSignal(pe, kSymOffset + off, src, bytes, kSymOffset + sig_off, type, op, value);
 }
 
-Status PutMemSignalGated(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
-                         SignalOp op, int pe, const void* gate, int64_t gate_value) {
-  CallScope call;
-  Runtime* rt = call.rt();
-  if (!rt) return NotInit("PutMemSignalGated");
-  size_t sig_off, off, gate_off;
-  HPSHMEM_RETURN_IF_ERROR(CheckSignalCall(rt, sig, type, value, op, pe, "Signal", &sig_off));
-  HPSHMEM_RETURN_IF_ERROR(CheckSignal(rt, gate, SignalType::kInt64, "PutMemSignalGated gate", &gate_off));
-  HPSHMEM_RETURN_IF_ERROR(SymOffset(rt, dest, bytes, "PutMem dest", &off));
-  if (bytes && !src) return Status::InvalidArgument("PutMem: src is null");
-  return rt->route[pe]->PutSignalGated(pe, kSymOffset + off, src, bytes, kSymOffset + sig_off, type, op, value,
-                                       kSymOffset + gate_off, gate_value);
-}
-
-bool CanHoldGated(int pe) {
-  CallScope call;
-  Runtime* rt = call.rt();
-  return rt && pe >= 0 && pe < rt->nranks && rt->route[pe]->HoldsGated();
-}
-
-Status ReleaseGated() {
-  CallScope call;
-  Runtime* rt = call.rt();
-  if (!rt) return NotInit("ReleaseGated");
-  for (auto& t : rt->transports) t->ReleaseGated();
-  return Status::OK();
-}
-
 Status SignalFetch(const void* sig, SignalType type, int64_t* out) {
   CallScope call;
   Runtime* rt = call.rt();

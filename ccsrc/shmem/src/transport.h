@@ -86,18 +86,6 @@ class Transport {
   // bytes. Returns once `src` may be reused; Quiet completes it.
   virtual Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
                            SignalOp op, int64_t value) = 0;
-  // PutSignal that pe applies only once its own int64 word at `gate_off` is
-  // >= gate_value; until then the message is held at pe, and later held
-  // messages from this rank queue behind it. Quiet does not wait for held
-  // messages. Only where HoldsGated(); kUnsupported elsewhere.
-  virtual bool HoldsGated() const { return false; }
-  virtual Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                                SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) {
-    return Status::Unsupported(std::string(name()) + " transport cannot hold messages for a gate");
-  }
-  // Applies, in order, the held messages whose gates this rank's words now
-  // open. The rank calls it after raising a gate word of its own.
-  virtual void ReleaseGated() {}
   // Amo (hpshmem.h) on pe's word; blocking, *old (may be null) receives the
   // value before. Applied after every earlier verb of this process to pe;
   // wakes pe's waiters.

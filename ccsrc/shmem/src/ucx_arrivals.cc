@@ -59,20 +59,9 @@ ucs_status_t UcxTransport::OnPutSignal(void* arg, const void* hdr, size_t hlen, 
     return UCS_OK;
   }
   std::memcpy(&h, hdr, sizeof h);
-  if (!self->InSegment(h.off, len) || (h.gate_off && (!self->InSegment(h.gate_off, 8) || h.gate_off % 8)) ||
-      h.from < 0 || h.from >= self->nranks_) {
+  if (!self->InSegment(h.off, len) || h.from < 0 || h.from >= self->nranks_) {
     HP_WARN("UCX: dropped a put-with-signal outside the heap");
     return UCS_OK;
-  }
-  if (h.gate_off) {
-    std::unique_lock<std::mutex> lk(self->held_mu_);
-    if (self->held_from_[h.from] || LoadSignal(self->base_ + h.gate_off, SignalType::kInt64) < h.gate) {
-      // Not yet: keep a copy, in order behind this sender's other held messages.
-      ++self->held_from_[h.from];
-      const auto* d = static_cast<const uint8_t*>(data);
-      self->held_.push_back(Held{h, std::vector<uint8_t>(d, d + len)});
-      return UCS_OK;
-    }
   }
   self->ApplyPut(h, data, len);
   if (h.echo) self->Echo(h.from, h.echo);
@@ -86,28 +75,6 @@ void UcxTransport::ApplyPut(const PutSignalHdr& h, const void* data, size_t len)
     ApplyAndNotify(h.sig_off, h.type, h.op, h.value);
   else
     Notify(DoorbellFor(base_, h.off));  // a waiter may watch the bytes themselves (WaitUntil)
-}
-
-void UcxTransport::ReleaseGated() {
-  std::vector<std::pair<int, uint64_t>> echoes;  // sent once the lock is dropped: sending takes UCX's lock
-  {
-    std::lock_guard<std::mutex> lk(held_mu_);
-    if (held_.empty()) return;
-    std::vector<uint8_t> blocked(nranks_, 0);  // a sender whose first held message stays holds the rest
-    for (auto it = held_.begin(); it != held_.end();) {
-      const PutSignalHdr& h = it->hdr;
-      if (blocked[h.from] || LoadSignal(base_ + h.gate_off, SignalType::kInt64) < h.gate) {
-        blocked[h.from] = 1;
-        ++it;
-        continue;
-      }
-      ApplyPut(h, it->data.data(), it->data.size());
-      if (h.echo) echoes.emplace_back(h.from, h.echo);
-      --held_from_[h.from];
-      it = held_.erase(it);
-    }
-  }
-  for (auto [to, seq] : echoes) Echo(to, seq);
 }
 
 ucs_status_t UcxTransport::OnQuietReq(void* arg, const void* hdr, size_t hlen, void*, size_t,

@@ -32,7 +32,6 @@ Status UcxTransport::Setup(const std::vector<bool>& remote, double timeout_sec) 
   rank_ = boot_->rank();
   nranks_ = boot_->nranks();
   beat_hdr_ = rank_;
-  held_from_.assign(nranks_, 0);
   timeout_sec_ = timeout_sec;
   base_ = seg_->base();
   bytes_ = seg_->bytes();
@@ -180,7 +179,7 @@ Status UcxTransport::SendData(int pe, size_t off, const void* src, size_t bytes,
   Status s;
   for (size_t i = 0; i < n && s.ok(); ++i) {
     size_t pos = i * kAmChunk, len = std::min(kAmChunk, bytes - pos);
-    hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0, last.gate_off, last.gate};
+    hdrs[i] = i + 1 == n ? last : PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0};
     hdrs[i].off = off + pos;
     ucs_status_ptr_t r =
         conn_.AmSend(pe, kAmPutSignal, &hdrs[i], sizeof(PutSignalHdr), static_cast<const uint8_t*>(src) + pos, len);
@@ -203,7 +202,7 @@ Status UcxTransport::Put(int pe, size_t off, const void* src, size_t bytes) {
   // before it: on the echo the bytes are at the target.
   dirty_[pe].store(0, std::memory_order_release);
   uint64_t seq = quiet_sent_[pe].fetch_add(1) + 1;
-  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq, 0, 0}, "put"));
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, seq}, "put"));
   return WaitEcho(pe, seq, "put");
 }
 
@@ -213,7 +212,7 @@ Status UcxTransport::PutNbi(int pe, size_t off, const void* src, size_t bytes) {
   if (rma_) return RmaPut(pe, off, src, bytes);
   // The messages of Put without its echo: sent in order behind everything
   // before, and marked for the next Quiet to complete.
-  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0, 0, 0}, "put"));
+  HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, PutSignalHdr{0, 0, 0, kNoSignal, 0, rank_, 0}, "put"));
   dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();
 }
@@ -273,20 +272,13 @@ Status UcxTransport::PutSignal(int pe, size_t off, const void* src, size_t bytes
     HPSHMEM_RETURN_IF_ERROR(RmaPut(pe, off, src, bytes));
     return Signal(pe, sig_off, type, op, value);
   }
-  return SendPutSignal(pe, off, src, bytes, sig_off, type, op, value, 0, 0, "put-with-signal");
-}
-
-Status UcxTransport::PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                                    SignalOp op, int64_t value, size_t gate_off, int64_t gate_value) {
-  // Always messages (also under UCX RMA): only a message can be held.
-  return SendPutSignal(pe, off, src, bytes, sig_off, type, op, value, gate_off, gate_value, "gated put-with-signal");
+  return SendPutSignal(pe, off, src, bytes, sig_off, type, op, value, "put-with-signal");
 }
 
 Status UcxTransport::SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type,
-                                   SignalOp op, int64_t value, size_t gate_off, int64_t gate_value, const char* what) {
+                                   SignalOp op, int64_t value, const char* what) {
   // The signal rides on the last piece, so it lands after every byte.
-  PutSignalHdr last{0, sig_off,  value,     static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_,
-                    0, gate_off, gate_value};
+  PutSignalHdr last{0, sig_off, value, static_cast<uint8_t>(type), static_cast<uint8_t>(op), rank_, 0};
   HPSHMEM_RETURN_IF_ERROR(SendData(pe, off, src, bytes, last, what));
   if (!InCollective()) dirty_[pe].store(1, std::memory_order_release);
   return Status::OK();

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -42,10 +41,6 @@ class UcxTransport final : public Transport {
   Status PutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
                    int64_t value) override;
   Status Amo(int pe, size_t off, SignalType type, AmoOp op, int64_t value, int64_t compare, int64_t* old) override;
-  bool HoldsGated() const override { return true; }
-  Status PutSignalGated(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
-                        int64_t value, size_t gate_off, int64_t gate_value) override;
-  void ReleaseGated() override;
   Status Quiet() override;
   void Progress() override { ucp_worker_progress(conn_.worker()); }
   void PollBegin() override { progress_.PollBegin(); }
@@ -122,9 +117,9 @@ class UcxTransport final : public Transport {
   // kAmChunk bytes, in order; the last one also carries `last`'s signal and
   // echo request. Returns once `src` may be reused.
   Status SendData(int pe, size_t off, const void* src, size_t bytes, PutSignalHdr last, const char* what);
-  // Put-with-signal as messages, gated when gate_off is nonzero (see PutSignalGated).
+  // Put-with-signal as messages.
   Status SendPutSignal(int pe, size_t off, const void* src, size_t bytes, size_t sig_off, SignalType type, SignalOp op,
-                       int64_t value, size_t gate_off, int64_t gate_value, const char* what);
+                       int64_t value, const char* what);
   Status RmaPut(int pe, size_t off, const void* src, size_t bytes);
   Status RmaGet(int pe, void* dst, size_t off, size_t bytes);
   // Marker + echo to pe when it has tracked messages in flight.
@@ -168,14 +163,6 @@ class UcxTransport final : public Transport {
   std::mutex fetch_mu_;
   std::atomic<uint64_t> fetch_seq_{0}, fetch_done_{0};
   std::atomic<int64_t> fetch_old_{0};
-  // Gated messages that arrived before their gate opened, in arrival order.
-  struct Held {
-    PutSignalHdr hdr;
-    std::vector<uint8_t> data;
-  };
-  std::mutex held_mu_;
-  std::list<Held> held_;
-  std::vector<uint32_t> held_from_;  // messages held per sender
 };
 
 }  // namespace hpshmem

@@ -36,9 +36,7 @@ struct PutSignalHdr {
   int64_t value;
   uint8_t type, op;
   int32_t from;
-  uint64_t echo;      // nonzero: answer with a quiet echo of this number once handled
-  uint64_t gate_off;  // nonzero: hold until the target's int64 there is >= gate
-  int64_t gate;
+  uint64_t echo;  // nonzero: answer with a quiet echo of this number once handled
 };
 struct QuietHdr {
   int32_t from;

@@ -338,21 +338,6 @@ Status ValidateSignal(const void* sig, SignalType type, int64_t value, SignalOp 
 Status PutMemSignal(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value, SignalOp op,
                     int pe);
 
-// For collectives: PutMemSignal that rank pe applies only once pe's own
-// int64 word `gate` (symmetric) is >= gate_value. Until then the message is
-// held at pe, in order behind this rank's earlier held messages; a rank opens
-// its gates by raising the word and calling ReleaseGated. This lets a sender
-// skip waiting for the target to be ready: a message's flight saved per call
-// across hosts. Quiet does not wait for held messages.
-// Errors: as PutMemSignal; kUnsupported for a peer where !CanHoldGated(pe)
-// (ranks of this host are reached by stores and cannot hold anything).
-Status PutMemSignalGated(void* dest, const void* src, size_t bytes, void* sig, SignalType type, int64_t value,
-                         SignalOp op, int pe, const void* gate, int64_t gate_value);
-// Whether PutMemSignalGated works toward pe (false when not initialized).
-bool CanHoldGated(int pe);
-// Applies the held messages whose gates this rank's words now open.
-Status ReleaseGated();
-
 // Blocks until the local signal word `sig` compares true with `value`
 // (signed), spinning briefly, then yielding, then sleeping on a futex.
 // Stores the observed value in *observed (may be null). `label` names the

@@ -49,7 +49,6 @@ Status AllgatherEager(const CollectiveCall& call, char* output, const void* in, 
     for (int k = 1; k < members; ++k)
       HPSHMEM_RETURN_IF_ERROR(PutSlot(call, (me + k) % members, header, src + first, n));
     HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
-    HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
     Status bad;
     int64_t traded = 0;
     for (int k = 1; k < members; ++k) {
@@ -107,7 +106,6 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
       HPSHMEM_RETURN_IF_ERROR(
           PutSlot(call, (me + k) % members, {epoch, static_cast<int64_t>(bytes), 0, 0}, nullptr, 0));
     HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
-    HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   }
   // A peer whose header for this call is here with another size.
   auto differs = [&](int p) {

@@ -42,7 +42,6 @@ Status AlltoallPush(const CollectiveCall& call, const void* const* sends, const 
     HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, header, sends[p], eager(n) ? n * itemsize : 0));
   }
   HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
-  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   Status bad;
   if (send_elems[me] != recv_elems[me])
     bad = Mismatch(call.GlobalRank(me), call.GlobalRank(me), send_elems[me], recv_elems[me]);

@@ -116,7 +116,7 @@ Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* 
       HPSHMEM_RETURN_IF_ERROR(PutSlot(call, p, {epoch, static_cast<int64_t>(bytes), root, 0}, src ? src : data, bytes));
     }
     call.counters->loose_epoch = epoch;
-    return ReleaseGated();
+    return Status::OK();
   }
   // Every member hears that this one entered (the root to send, the others
   // for their next eager call, see PutSlot); nobody waits for it here.
@@ -129,7 +129,6 @@ Status BroadcastSmall(void* data, size_t bytes, int root, int team, const void* 
   }
   HPSHMEM_RETURN_IF_ERROR(
       Signal(call.AtMember(root, call.layout.ready + call.me), kWord, epoch, SignalOp::kSet, call.GlobalRank(root)));
-  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   HPSHMEM_RETURN_IF_ERROR(WaitReady(call, root, epoch));
   const EagerHeader& header = SlotHeader(call, root, epoch);
   if (header.epoch != epoch || header.count != static_cast<int64_t>(bytes) || header.place != root) {

@@ -92,9 +92,7 @@ Status Begin(const CollectiveCall& call, int64_t* epoch) {
         Signal(call.AtMember(p, call.layout.ready + call.me), kWord, next, SignalOp::kSet, call.GlobalRank(p)));
   }
   *epoch = next;
-  // Our own ready word is the gate of the messages peers sent ahead of this
-  // call (see Allgather): they land now, before we send anything ourselves.
-  return ReleaseGated();
+  return Status::OK();
 }
 
 // A wait for a peer to enter a call is where ranks that called the
@@ -241,7 +239,6 @@ Status EagerDisagreement(const CollectiveCall& call, int64_t epoch, int64_t coun
 Status AwaitEager(const CollectiveCall& call, int64_t count, int64_t packed, int64_t epoch, const char* what) {
   const int me = call.me, members = call.members;
   HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
-  HPSHMEM_RETURN_IF_ERROR(ReleaseGated());
   bool agreed = true;
   for (int k = 1; k < members; ++k) {
     int p = (me + k) % members;
