@@ -73,7 +73,7 @@ hptest::JobOptions HeapOf(size_t bytes) {
 // Peers send allgather data before this rank enters the call (into its eager
 // slots, a slot at a time across hosts): a rank that is late must still find
 // its previous results untouched when it enters, and the new ones complete
-// after. Sizes cross the eager slot, the message piece (128 KiB) and, across
+// after. Sizes cross the eager slot, the message piece (240 KiB) and, across
 // hosts, the largest size that goes in steps (16 MiB), past which the call is
 // announced.
 TEST(Collective, AllgatherEarlyPeersNeverTouchALateRanksOutput4Ranks) {
