@@ -182,7 +182,6 @@ Status Connect(Runtime* rt) {
   // Writers may skip their fence only if every waiter can pay for it instead.
   bool asym = true;
   for (const PeerCard& c : cards) asym &= c.asym_wake != 0;
-  SetAsymWake(asym);
   const int n = rt->nranks;
   const size_t kinds = rt->transports.size();
   std::vector<int> mine(n);  // the transport of each of this rank's peers
@@ -190,6 +189,19 @@ Status Connect(Runtime* rt) {
     mine[r] = RouteOf(rt->transports, cards, rt->rank, r);
     if (mine[r] < 0) return Status::Unsupported("Init: no transport reaches rank " + std::to_string(r));
   }
+  // Only a peer that maps this rank's memory stores into it without a fence,
+  // and it maps ours as we map its. A rank that maps no peer (alone on its
+  // host) therefore takes the fence on its own puts to itself and sleeps
+  // without the barrier, which costs a few microseconds per sleep (with a
+  // waiter woken by every arriving message: blocking 8-byte put across
+  // simulated hosts 33 -> 17 us).
+  auto maps = [&](int a, int b) {
+    const int i = RouteOf(rt->transports, cards, a, b);
+    return i >= 0 && rt->transports[i]->MapsPeers();
+  };
+  bool mapped_peer = false;
+  for (int r = 0; r < n; ++r) mapped_peer |= r != rt->rank && (maps(rt->rank, r) || maps(r, rt->rank));
+  SetAsymWake(asym && mapped_peer);
   std::vector<uint8_t> used(kinds, 0);  // by any pair of ranks: the same answer on every rank
   size_t n_used = 0;
   for (int a = 0; a < n && n_used < kinds; ++a) {
