@@ -53,9 +53,7 @@ bool Usable(shmem_team_t team, const char* fn) {
 void Broadcast(shmem_team_t t, void* dest, const void* src, size_t bytes, int root, bool root_dest, const char* fn) {
   if (root < 0 || root >= static_cast<int>(t->pes.size()))
     Fatal(fn, "PE_root " + std::to_string(root) + " is not in the team of " + std::to_string(t->pes.size()));
-  size_t eager = 0;
-  Check(ops::EagerLimit(t->id, &eager), fn);
-  if (bytes <= eager)
+  if (bytes <= t->eager_bytes)
     Check(ops::BroadcastSmall(dest, bytes, root, t->id, src), fn);
   else
     Check(ops::Broadcast(Sym(dest), bytes, root, t->id, src), fn);
@@ -166,9 +164,7 @@ int Reduce(shmem_team_t t, T* dest, const T* src, size_t n, ops::ReduceOp op, co
   if (!Usable(t, fn)) return 1;
   int tn = static_cast<int>(t->pes.size());
   size_t bytes = n * sizeof(T);
-  size_t eager = 0;
-  Check(ops::EagerLimit(t->id, &eager), fn);
-  if (tn > 1 && bytes <= eager && bytes * tn <= S().scratch_bytes) {
+  if (tn > 1 && bytes <= t->eager_bytes && bytes * tn <= S().scratch_bytes) {
     // Small: every member's values in one eager allgather (no announcement
     // round), then each member reduces them itself, in team-rank order like
     // the runtime's allreduce, so all get the same bits.

@@ -169,7 +169,7 @@ void InitImpl(const char* fn, int level) {
   Check(Malloc(s.scratch_bytes, &s.scratch), fn);
   std::vector<int> world(s.npes);
   for (int i = 0; i < s.npes; ++i) world[i] = i;
-  FillTeam(&hpshmem_team_world, kTeamWorld, world);
+  FillTeam(&hpshmem_team_world, kTeamWorld, world, fn);
   hpshmem_team_world.predefined = true;
   hpshmem_ctx_default.team = &hpshmem_team_world;
   hpshmem_ctx_default.is_default = true;

@@ -20,6 +20,7 @@ struct hpshmem_team_s {
   int me = -1;                // this PE's index in the team
   std::vector<int> pes;       // global PE of each member
   std::vector<int> index_of;  // team index of each global PE, -1 if not a member
+  size_t eager_bytes = 0;     // ops::EagerLimit of the team, fixed for its life
   shmem_team_config_t config{0};
   bool predefined = false;            // world and shared: never destroyed
   std::vector<shmem_ctx_t> contexts;  // created from this team, destroyed with it
@@ -108,8 +109,9 @@ inline int GlobalPe(shmem_ctx_t ctx, int pe, const char* fn) {
   return t->pes[pe];
 }
 
-// Makes `t` the team of global PEs `pes` (in team order) with runtime team id `id`.
-void FillTeam(shmem_team_t t, int id, std::vector<int> pes);
+// Makes `t` the team of global PEs `pes` (in team order) with runtime team id
+// `id`, which exists; a failure ends the program naming `fn`.
+void FillTeam(shmem_team_t t, int id, std::vector<int> pes, const char* fn);
 
 // Creates the team of global PEs `pes`, collective over them alone (the
 // split routines agree on the result over the parent afterwards). Non-zero:

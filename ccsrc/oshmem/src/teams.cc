@@ -8,12 +8,13 @@
 
 namespace hpshmem::oshmem {
 
-void FillTeam(shmem_team_t t, int id, std::vector<int> pes) {
+void FillTeam(shmem_team_t t, int id, std::vector<int> pes, const char* fn) {
   t->id = id;
   t->pes = std::move(pes);
   t->index_of.assign(S().npes, -1);
   for (size_t i = 0; i < t->pes.size(); ++i) t->index_of[t->pes[i]] = static_cast<int>(i);
   t->me = t->index_of[S().me];
+  Check(ops::EagerLimit(id, &t->eager_bytes), fn);
 }
 
 // Collective over the members of `pes` (every PE of the parent calls it;
@@ -29,7 +30,7 @@ int MakeTeam(const std::vector<int>& pes, const shmem_team_config_t* config, lon
   if (st.code() == Code::kOutOfMemory) return 1;
   Check(st, fn);
   auto* t = new hpshmem_team_s();
-  FillTeam(t, id, pes);
+  FillTeam(t, id, pes, fn);
   if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS)) t->config = *config;
   *out = t;
   return 0;
