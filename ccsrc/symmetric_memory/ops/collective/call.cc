@@ -73,8 +73,7 @@ Status Open(CollectiveCall* call, int team) {
     for (int p = 0; p < view.size && !spans; ++p) spans = p != view.me && !hpshmem::Ptr(call->workspace, view.pes[p]);
     call->counters->spans_hosts = spans ? 2 : 1;
   }
-  call->spans_hosts = call->counters->spans_hosts == 2;
-  call->eager_bytes = call->spans_hosts ? call->slot_bytes : LocalEagerBytes(view.size);
+  call->eager_bytes = SpansHosts(*call) ? call->slot_bytes : LocalEagerBytes(view.size);
   return Status::OK();
 }
 

@@ -34,7 +34,6 @@ struct CollectiveCall {
   // The largest piece a call sends eagerly: the whole slot when the team
   // spans hosts, LocalEagerBytes(members) within one (the same on every member).
   size_t eager_bytes = 0;
-  bool spans_hosts = false;  // some member's memory is not mapped here
 
   int GlobalRank(int p) const { return pes[p]; }
   // Member p's copy of `word`, one of this rank's layout words (a team's
@@ -131,7 +130,7 @@ Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t p
 
 // Whether a member's memory is not mapped here (it lives on another host):
 // the same answer on every member, since mapping follows the host.
-inline bool SpansHosts(const CollectiveCall& call) { return call.spans_hosts; }
+inline bool SpansHosts(const CollectiveCall& call) { return call.counters->spans_hosts == 2; }
 
 // Ends an eager call whose headers disagreed: every member fails alike with
 // kCollectiveMismatch, whichever path it took (Agree reads the arguments of
