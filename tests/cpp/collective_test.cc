@@ -221,7 +221,8 @@ TEST(Collective, AllreduceEveryOpBothAlgorithmsBackToBack4Ranks) {
 // values that lose bits when rounded at every step, the result tells.
 TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
   auto r = RunJob(3, [](int rank, int n) {
-    // One eager slot, several (across hosts: two eager steps), and past them.
+    // Within one eager slot, then, across hosts, one chunk of steps and three (on 3 ranks a chunk holds
+    // 1.5 x Eager() float16 values).
     for (size_t count : {size_t{1001}, Eager() + 3, 3 * Eager() + 1}) {
       void* buf;
       RCHECK_OK(hpshmem::Malloc(count * 2, &buf));
