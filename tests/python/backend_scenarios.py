@@ -535,7 +535,7 @@ def scenario_fsdp_tp(rank, world, port, backend, out):
     dist.destroy_process_group()
 
 
-def scenario_mismatch(rank, world, port):
+def scenario_mismatch(rank, world, port, new_port):
     """Ranks that pass different sizes, dtypes or ops raise on every rank, and the group goes on."""
     init(rank, world, port)
     failures = 0
@@ -566,7 +566,7 @@ def scenario_mismatch(rank, world, port):
     dist.barrier()
     dist.destroy_process_group()
     # a new job after destroy
-    init(rank, world, port + 1)
+    init(rank, world, new_port)
     t = torch.full((4,), float(rank))
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((4,), float(sum(range(world)))))

@@ -104,7 +104,7 @@ def test_fsdp2_tensor_parallel_and_compiled_functional_collectives_as_on_gloo(tm
 
 
 def test_mismatched_calls_raise_on_every_rank_and_a_new_job_works():
-    job("scenario_mismatch", 3)
+    job("scenario_mismatch", 3, new_port=free_port())  # the new job's store: a port of its own, not port + 1
 
 
 def test_chunked_calls_mismatched_in_total_raise_on_every_rank_and_write_nothing():
