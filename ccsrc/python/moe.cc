@@ -95,7 +95,7 @@ void RegisterMoe(nb::module_& m) {
         Check(Released([&] {
           sent = ops::MoeDispatchSend(&b, Ptr<void>(x), tokens, hidden, static_cast<ops::DType>(dtype), Ptr<void>(idx),
                                       idx_rows, idx_cols, idx_bytes, Ptr<float>(weights), weight_rows, weight_cols,
-                                      static_cast<ops::MoeLayout>(layout), alignment, &h);
+                                      static_cast<ops::MoeLayout>(layout), alignment, wait, &h);
           // A refused call is still completed here, so that every member ends it.
           if (h.failed || (sent.ok() && wait)) waited = ops::MoeDispatchWait(&b, &h);
           return Status::OK();
@@ -161,7 +161,7 @@ void RegisterMoe(nb::module_& m) {
         Status sent, waited;
         Check(Released([&] {
           sent = ops::MoeCombineSend(&b, d, Ptr<void>(expert_out), rows, hidden, static_cast<ops::DType>(dtype),
-                                     Ptr<float>(weights), weight_rows, weight_cols, &h);
+                                     Ptr<float>(weights), weight_rows, weight_cols, wait, &h);
           if (h.failed || (sent.ok() && wait)) waited = ops::MoeCombineWait(&b, d, &h, reinterpret_cast<void*>(out));
           return Status::OK();
         }));

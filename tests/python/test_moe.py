@@ -104,14 +104,18 @@ def scenario_moe_round_trip(rank, world, cfg):
         xs, idx, w = _inputs(world, cfg, rank, call)
         x = F.tensor(xs, name)
         weights = F.tensor(w, "float32")
-        recv_x, recv_idx, recv_w, per_expert, handle = symm.shmem_moe_dispatch(
+        # Odd calls asynchronous: a synchronous call copies this rank's own tokens straight from x
+        # (and sums its own rows straight from expert_out), an asynchronous one through its space.
+        result = symm.shmem_moe_dispatch(
             x,
             F.tensor(idx, "int64" if call % 2 == 0 else "int32"),
             weights,
             buffer=buf,
             expert_alignment=alignment,
             layout=layout,
+            async_op=call % 2 == 1,
         )
+        recv_x, recv_idx, recv_w, per_expert, handle = result.wait() if call % 2 else result
         rows, padded = _expected_dispatch(world, rank, cfg, call, layout, alignment)
         want_x = np.array([r[0] for r in rows]).reshape(len(rows), hidden)
         if name in ("float16", "bfloat16"):
@@ -132,6 +136,11 @@ def scenario_moe_round_trip(rank, world, cfg):
         again = symm.shmem_moe_combine(scaled, handle)
         assert F.bits(plain).tobytes() == F.bits(again).tobytes(), f"{what}: combine not bit-identical"
         weighted = symm.shmem_moe_combine(scaled, handle, topk_weights=recv_w)
+        for kind, got in (("plain", plain), ("weighted", weighted)):
+            through_space = symm.shmem_moe_combine(
+                scaled, handle, topk_weights=recv_w if kind == "weighted" else None, async_op=True
+            ).wait()
+            assert F.bits(got).tobytes() == F.bits(through_space).tobytes(), f"{what} {kind}: async differs"
         local = experts // world
         want_plain = np.zeros((xs.shape[0], hidden))
         want_weighted = np.zeros((xs.shape[0], hidden))

@@ -98,6 +98,12 @@ struct MoeDispatchHandle {
   // local expert; -1 for padding rows.
   std::vector<int32_t> row_source, row_slot, row_expert;
   std::vector<int32_t> row_topk;  // rows x k: local expert ids, -1 elsewhere
+  // Set when the caller keeps x until the unpack: this rank's own tokens skip
+  // its space (their ids and weights still go there) and are copied straight
+  // from x, one pass over them instead of two. own_tokens[i]: the token of
+  // this rank's own slot i.
+  const char* own_x = nullptr;
+  std::vector<int32_t> own_tokens;
 };
 
 // Source side of dispatch call: checks the arguments (x: tokens x hidden
@@ -106,10 +112,13 @@ struct MoeDispatchHandle {
 // rank's tokens into its space and signals it. On a refused argument it
 // signals the refusal instead (every member then fails the call) and returns
 // the refusal; the caller then still calls MoeDispatchWait, which completes
-// the call. Errors: kInvalidArgument naming the argument, kTimeout, kPeerDead.
+// the call. keep_own: the caller keeps x valid and unchanged until
+// MoeDispatchUnpack or MoeDispatchRelease (a synchronous call), so this
+// rank's own tokens are copied from x there. Errors: kInvalidArgument naming
+// the argument, kTimeout, kPeerDead.
 Status MoeDispatchSend(MoeBuffer* buffer, const void* x, int64_t tokens, int64_t hidden, DType dtype,
                        const void* topk_idx, int64_t idx_rows, int64_t idx_cols, int idx_bytes, const float* weights,
-                       int64_t weight_rows, int64_t weight_cols, MoeLayout layout, int64_t alignment,
+                       int64_t weight_rows, int64_t weight_cols, MoeLayout layout, int64_t alignment, bool keep_own,
                        MoeDispatchHandle* handle);
 // A refusal found before MoeDispatchSend could run (the front end's own
 // reading of its arguments): signals it as MoeDispatchSend does.
@@ -138,6 +147,12 @@ Status MoeDispatchRelease(MoeBuffer* buffer, MoeDispatchHandle* handle);
 struct MoeCombineHandle {
   int64_t epoch = 0;
   bool failed = false;
+  // Set when the caller keeps expert_out until MoeCombineWait: this rank's own
+  // partial sums skip its space and are summed from expert_out there.
+  // own_rows[own_start[i] .. own_start[i + 1]): the rows of own slot i.
+  const void* own_out = nullptr;
+  const float* own_weights = nullptr;
+  std::vector<int64_t> own_start, own_rows;
 };
 
 // Sends each source the sum over this rank's rows of each of its tokens
@@ -145,10 +160,12 @@ struct MoeCombineHandle {
 // null, or handle.rows x k float32 — a row is multiplied by the sum of its
 // token's weights over the row's experts: the row's one expert in
 // expert_major, the token's experts on this rank in rank_major). Padding rows
-// are ignored. Refusals as MoeDispatchSend.
+// are ignored. Refusals as MoeDispatchSend. keep_own: the caller keeps
+// expert_out and weights valid and unchanged until MoeCombineWait (a
+// synchronous call), which then sums this rank's own rows straight from them.
 Status MoeCombineSend(MoeBuffer* buffer, const MoeDispatchHandle& dispatch, const void* expert_out, int64_t rows,
                       int64_t hidden, DType dtype, const float* weights, int64_t weight_rows, int64_t weight_cols,
-                      MoeCombineHandle* handle);
+                      bool keep_own, MoeCombineHandle* handle);
 Status MoeCombineRefuse(MoeBuffer* buffer, MoeCombineHandle* handle);
 // Waits for every rank's partial sums and writes out (dispatch.tokens x
 // hidden elements of the buffer's dtype): each token's sum over the ranks in

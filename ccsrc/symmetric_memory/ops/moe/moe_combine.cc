@@ -77,24 +77,28 @@ double RowWeight(const MoeDispatchHandle& d, const float* weights, int64_t r) {
   return w;
 }
 
-// dst (n partial rows, combine_stride apart) = the weighted sums of the rows of source s.
+// a[i] = p[0][i] + p[1][i] + ... + p[n-1][i], added in that order (n >= 2). Memory-bound: wider
+// vectors (avx2 clones) measured no faster.
+template <class Acc>
+void SumInto(Acc* a, const Acc* const* p, int n, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) a[i] = p[0][i] + p[1][i];
+  for (int k = 2; k < n; ++k)
+    for (int64_t i = 0; i < count; ++i) a[i] += p[k][i];
+}
+
+// p (hidden elements) = the weighted sum of rows[0, n) of out, in that order: one partial sum row.
 template <class T>
-void Partials(const MoeBuffer& b, const MoeDispatchHandle& d, const T* out, const float* weights,
-              const std::vector<int64_t>& rows_of_s, char* dst) {
+void PartialRow(const MoeDispatchHandle& d, const T* out, const float* weights, int64_t hidden, const int64_t* rows,
+                int64_t n, AccOf<T>* p) {
   using Acc = AccOf<T>;
-  const int64_t hidden = A::Config(b).hidden;
-  const size_t stride = A::CombineStride(b);
-  bool first_of_slot = true;
-  int32_t last_slot = -1;
-  for (int64_t r : rows_of_s) {
-    auto* p = reinterpret_cast<Acc*>(dst + static_cast<size_t>(d.row_slot[r]) * stride);
-    const T* x = out + static_cast<size_t>(r) * hidden;
-    first_of_slot = d.row_slot[r] != last_slot;  // rows of one slot are adjacent in rows_of_s
-    last_slot = d.row_slot[r];
-    const Acc w = weights ? static_cast<Acc>(RowWeight(d, weights, r)) : Acc(1);
-    if (first_of_slot) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T* x = out + static_cast<size_t>(rows[j]) * hidden;
+    const Acc w = weights ? static_cast<Acc>(RowWeight(d, weights, rows[j])) : Acc(1);
+    if (j == 0) {
       if (weights)
         for (int64_t i = 0; i < hidden; ++i) p[i] = w * Widen(x[i]);
+      else if constexpr (std::is_same_v<Acc, T>)
+        std::memcpy(p, x, static_cast<size_t>(hidden) * sizeof(T));
       else
         for (int64_t i = 0; i < hidden; ++i) p[i] = Widen(x[i]);
     } else {
@@ -105,6 +109,25 @@ void Partials(const MoeBuffer& b, const MoeDispatchHandle& d, const T* out, cons
     }
   }
 }
+
+// Every received row of the dispatch by (source, slot): the rows of slot i of source s are
+// rows[start[base[s] + i], start[base[s] + i + 1]), in row order (in expert_major a token's rows
+// for several local experts, by expert). Every slot has at least one row.
+struct RowsBySlot {
+  std::vector<int64_t> base, start, rows;
+  void Build(const MoeDispatchHandle& d, int world) {
+    base.assign(world + 1, 0);
+    for (int s = 0; s < world; ++s) base[s + 1] = base[s] + d.received_from[s];
+    start.assign(base[world] + 1, 0);
+    for (int64_t r = 0; r < d.rows; ++r)
+      if (d.row_source[r] >= 0) ++start[base[d.row_source[r]] + d.row_slot[r] + 1];
+    for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+    rows.resize(start.back());
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t r = 0; r < d.rows; ++r)
+      if (d.row_source[r] >= 0) rows[next[base[d.row_source[r]] + d.row_slot[r]]++] = r;
+  }
+};
 
 }  // namespace
 
@@ -118,7 +141,7 @@ Status MoeCombineRefuse(MoeBuffer* buffer, MoeCombineHandle* handle) {
 
 Status MoeCombineSend(MoeBuffer* buffer, const MoeDispatchHandle& dispatch, const void* expert_out, int64_t rows,
                       int64_t hidden, DType dtype, const float* weights, int64_t weight_rows, int64_t weight_cols,
-                      MoeCombineHandle* handle) {
+                      bool keep_own, MoeCombineHandle* handle) {
   const MoeBuffer& b = *buffer;
   Status bad = CheckCombine(b, dispatch, rows, hidden, dtype, expert_out, weights, weight_rows, weight_cols);
   if (!bad.ok()) {
@@ -126,37 +149,41 @@ Status MoeCombineSend(MoeBuffer* buffer, const MoeDispatchHandle& dispatch, cons
     return s.ok() ? bad : s;
   }
   CollectiveScope scope;
-  handle->epoch = A::NextCombine(buffer);
-  handle->failed = false;
+  MoeCombineHandle& h = *handle;
+  h.epoch = A::NextCombine(buffer);
+  h.failed = false;
   const int world = A::World(b), me = A::Me(b);
-  // Each source's rows, slot by slot (rows of one slot adjacent, in row order).
-  std::vector<std::vector<int64_t>> rows_of(world);
-  for (int s = 0; s < world; ++s) rows_of[s].reserve(dispatch.received_from[s]);
-  if (dispatch.layout == MoeLayout::kRankMajor) {
-    for (int64_t r = 0; r < rows; ++r) rows_of[dispatch.row_source[r]].push_back(r);
-  } else {
-    // Row order groups by expert; regroup by slot while keeping expert order within a slot.
-    for (int s = 0; s < world; ++s) {
-      std::vector<std::vector<int64_t>> by_slot(dispatch.received_from[s]);
-      for (int64_t r = 0; r < rows; ++r)
-        if (dispatch.row_source[r] == s) by_slot[dispatch.row_slot[r]].push_back(r);
-      for (auto& v : by_slot) rows_of[s].insert(rows_of[s].end(), v.begin(), v.end());
-    }
+  thread_local RowsBySlot by_slot;
+  by_slot.Build(dispatch, world);
+  h.own_out = keep_own ? expert_out : nullptr;
+  h.own_weights = keep_own ? weights : nullptr;
+  if (keep_own) {
+    const int64_t first = by_slot.base[me], last = by_slot.base[me + 1];
+    h.own_start.assign(by_slot.start.begin() + first, by_slot.start.begin() + last + 1);
+    h.own_rows.assign(by_slot.rows.begin() + by_slot.start[first], by_slot.rows.begin() + by_slot.start[last]);
+    for (int64_t& v : h.own_start) v -= by_slot.start[first];
   }
-  HPSHMEM_RETURN_IF_ERROR(MoeWaitAcks(b, MoeWord::kCombineAck, handle->epoch, "MoE combine acknowledgement"));
+  HPSHMEM_RETURN_IF_ERROR(MoeWaitAcks(b, MoeWord::kCombineAck, h.epoch, "MoE combine acknowledgement"));
   const DType dt = A::Config(b).dtype;
+  const size_t stride = A::CombineStride(b);
   for (int step = 1; step <= world; ++step) {
     const int s = (me + step) % world;
+    const int64_t n = dispatch.received_from[s];
     char* dst_local = A::CombineRow(b, me, 0);
     char* dst = static_cast<char*>(Ptr(dst_local, A::Pe(b, s)));
     char* pack = dst ? dst : A::Staging(b);
-    WithType(dt, [&](auto* type) {
-      using T = std::remove_pointer_t<decltype(type)>;
-      Partials<T>(b, dispatch, static_cast<const T*>(expert_out), weights, rows_of[s], pack);
-    });
-    const int64_t n = dispatch.received_from[s];
-    HPSHMEM_RETURN_IF_ERROR(MoeDeliver(b, s, dst_local, pack, static_cast<size_t>(n) * A::CombineStride(b),
-                                       MoeWord::kCombineCount, (handle->epoch << 32) | n));
+    const bool skip = s == me && keep_own;  // summed from expert_out by MoeCombineWait
+    if (!skip) {
+      WithType(dt, [&](auto* type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        const int64_t* at = &by_slot.start[by_slot.base[s]];
+        for (int64_t i = 0; i < n; ++i)
+          PartialRow<T>(dispatch, static_cast<const T*>(expert_out), weights, hidden, &by_slot.rows[at[i]],
+                        at[i + 1] - at[i], reinterpret_cast<AccOf<T>*>(pack + static_cast<size_t>(i) * stride));
+      });
+    }
+    HPSHMEM_RETURN_IF_ERROR(MoeDeliver(b, s, dst_local, pack, skip ? 0 : static_cast<size_t>(n) * stride,
+                                       MoeWord::kCombineCount, (h.epoch << 32) | n));
   }
   return Status::OK();
 }
@@ -164,28 +191,51 @@ Status MoeCombineSend(MoeBuffer* buffer, const MoeDispatchHandle& dispatch, cons
 namespace {
 
 template <class T>
-void SumTokens(const MoeBuffer& b, const MoeDispatchHandle& d, T* out) {
+void SumTokens(const MoeBuffer& b, const MoeDispatchHandle& d, const MoeCombineHandle& c, T* out) {
   using Acc = AccOf<T>;
-  const int world = A::World(b);
+  constexpr bool kWide = std::is_same_v<Acc, T>;  // float32/float64: summed straight into out
+  const int world = A::World(b), me = A::Me(b);
   const int64_t hidden = A::Config(b).hidden;
-  std::vector<Acc> acc(hidden);
+  const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(T);
+  std::vector<Acc> acc(kWide ? 0 : hidden), own;
+  std::vector<const Acc*> parts(world);
+  const T* own_out = static_cast<const T*>(c.own_out);
   for (int64_t t = 0; t < d.tokens; ++t) {
     const int32_t* slot = &d.slot[static_cast<size_t>(t) * world];
-    bool any = false;
+    int n = 0;
     for (int r = 0; r < world; ++r) {  // in rank order: the same bits on every run
       if (slot[r] < 0) continue;
-      const auto* p = reinterpret_cast<const Acc*>(A::CombineRow(b, r, slot[r]));
-      if (!any)
-        for (int64_t i = 0; i < hidden; ++i) acc[i] = p[i];
-      else
-        for (int64_t i = 0; i < hidden; ++i) acc[i] += p[i];
-      any = true;
+      if (r == me && own_out) {
+        const int64_t* rows = &c.own_rows[c.own_start[slot[r]]];
+        const int64_t m = c.own_start[slot[r] + 1] - c.own_start[slot[r]];
+        if (kWide && !c.own_weights && m == 1) {  // a row that is its own partial sum: read in place
+          parts[n++] = reinterpret_cast<const Acc*>(own_out + static_cast<size_t>(rows[0]) * hidden);
+        } else {
+          own.resize(hidden);
+          PartialRow<T>(d, own_out, c.own_weights, hidden, rows, m, own.data());
+          parts[n++] = own.data();
+        }
+      } else {
+        parts[n++] = reinterpret_cast<const Acc*>(A::CombineRow(b, r, slot[r]));
+      }
     }
     T* o = out + static_cast<size_t>(t) * hidden;
-    if (!any)
-      for (int64_t i = 0; i < hidden; ++i) o[i] = Narrow<T>(Acc(0));
-    else
-      for (int64_t i = 0; i < hidden; ++i) o[i] = Narrow<T>(acc[i]);
+    if (n == 0) {
+      std::memset(o, 0, row_bytes);  // +0.0 in every float type
+      continue;
+    }
+    if (kWide && n == 1) {
+      std::memcpy(o, parts[0], row_bytes);
+      continue;
+    }
+    Acc* a = kWide ? reinterpret_cast<Acc*>(o) : acc.data();
+    if (n == 1) {
+      for (int64_t i = 0; i < hidden; ++i) o[i] = Narrow<T>(parts[0][i]);
+      continue;
+    }
+    SumInto(a, parts.data(), n, hidden);
+    if constexpr (!kWide)
+      for (int64_t i = 0; i < hidden; ++i) o[i] = Narrow<T>(a[i]);
   }
 }
 
@@ -216,9 +266,11 @@ Status MoeCombineWait(MoeBuffer* buffer, const MoeDispatchHandle& dispatch, MoeC
   if (problem.ok() && !handle->failed) {
     WithType(A::Config(b).dtype, [&](auto* type) {
       using T = std::remove_pointer_t<decltype(type)>;
-      SumTokens<T>(b, dispatch, static_cast<T*>(out));
+      SumTokens<T>(b, dispatch, *handle, static_cast<T*>(out));
     });
   }
+  handle->own_out = nullptr;  // the caller's expert_out is no longer needed
+  handle->own_weights = nullptr;
   Status acked;
   for (int d = 0; d < world; ++d) {
     Status s = MoeSignal(b, MoeWord::kCombineAck, d, handle->epoch);

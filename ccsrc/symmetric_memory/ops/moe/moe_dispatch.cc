@@ -72,7 +72,7 @@ Status MoeDispatchRefuse(MoeBuffer* buffer, MoeDispatchHandle* handle) {
 
 Status MoeDispatchSend(MoeBuffer* buffer, const void* x, int64_t tokens, int64_t hidden, DType dtype,
                        const void* topk_idx, int64_t idx_rows, int64_t idx_cols, int idx_bytes, const float* weights,
-                       int64_t weight_rows, int64_t weight_cols, MoeLayout layout, int64_t alignment,
+                       int64_t weight_rows, int64_t weight_cols, MoeLayout layout, int64_t alignment, bool keep_own,
                        MoeDispatchHandle* handle) {
   const MoeBuffer& b = *buffer;
   const MoeConfig& c = A::Config(b);
@@ -93,6 +93,8 @@ Status MoeDispatchSend(MoeBuffer* buffer, const void* x, int64_t tokens, int64_t
   h.topk = k;
   h.slot.assign(static_cast<size_t>(tokens) * world, -1);
   h.sent.assign(world, 0);
+  h.own_x = keep_own ? static_cast<const char*>(x) : nullptr;
+  h.own_tokens.clear();
   // A token's row at each rank, in token order: the combine finds its partial sums there.
   for (int64_t t = 0; t < tokens; ++t) {
     int32_t* slot = &h.slot[static_cast<size_t>(t) * world];
@@ -117,7 +119,10 @@ Status MoeDispatchSend(MoeBuffer* buffer, const void* x, int64_t tokens, int64_t
       const int32_t slot = h.slot[static_cast<size_t>(t) * world + d];
       if (slot < 0) continue;
       char* row = pack + static_cast<size_t>(slot) * stride;
-      std::memcpy(row, xs + static_cast<size_t>(t) * row_bytes, row_bytes);
+      if (d == me && h.own_x)
+        h.own_tokens.push_back(static_cast<int32_t>(t));  // slots of a rank are handed out in token order
+      else
+        std::memcpy(row, xs + static_cast<size_t>(t) * row_bytes, row_bytes);
       auto* ids = reinterpret_cast<int32_t*>(row + data);
       auto* w = reinterpret_cast<float*>(row + data + 4 * static_cast<size_t>(k));
       for (int j = 0; j < k; ++j) {
@@ -232,9 +237,11 @@ Status MoeDispatchUnpack(MoeBuffer* buffer, MoeDispatchHandle* handle, void* rec
   h.row_expert.assign(h.rows, -1);
   h.row_topk.assign(static_cast<size_t>(h.rows) * k, -1);
   // Row `r` of the outputs from row i of source s's space (expert e, or -1 in rank_major).
+  const int me = A::Me(b);
   auto put_row = [&](int64_t r, int s, int64_t i, int32_t e) {
     const char* row = A::DispatchRow(b, s, i);
-    std::memcpy(out + static_cast<size_t>(r) * row_bytes, row, row_bytes);
+    const char* data_of_row = s == me && h.own_x ? h.own_x + static_cast<size_t>(h.own_tokens[i]) * row_bytes : row;
+    std::memcpy(out + static_cast<size_t>(r) * row_bytes, data_of_row, row_bytes);
     const auto* ids = reinterpret_cast<const int32_t*>(row + data);
     const auto* w = reinterpret_cast<const float*>(row + data + 4 * static_cast<size_t>(k));
     for (int j = 0; j < k; ++j) {
@@ -279,12 +286,14 @@ Status MoeDispatchUnpack(MoeBuffer* buffer, MoeDispatchHandle* handle, void* rec
   }
   for (int64_t e = 0; e < local; ++e) expert_counts[e] = h.expert_rows[e];
   h.unpacked = true;
+  h.own_x = nullptr;  // the caller's x is no longer needed
   return AckAll(b, MoeWord::kDispatchAck, h.epoch);
 }
 
 Status MoeDispatchRelease(MoeBuffer* buffer, MoeDispatchHandle* handle) {
   if (handle->unpacked) return Status::OK();
   handle->unpacked = true;
+  handle->own_x = nullptr;
   handle->failed = true;
   return AckAll(*buffer, MoeWord::kDispatchAck, handle->epoch);
 }
