@@ -39,6 +39,23 @@ def _timed(fn, budget, inner=200):
     return statistics.median(samples)
 
 
+def _timed_together(fn, budget, inner, share):
+    """_timed for a collective: every rank must make the same number of calls, so rank 0 sizes
+    the batches from one timed batch and `share(n)` returns rank 0's n on every rank."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    one = max((time.perf_counter() - t0) / inner, 1e-8)
+    samples = []
+    for _ in range(share(max(5, min(20000, int(budget / (one * inner)))))):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) / inner)
+    return statistics.median(samples)
+
+
 def _worker(rank, world, port, out, quick):
     import torch
     import torch.distributed as dist
@@ -91,12 +108,18 @@ def _worker(rank, world, port, out, quick):
     received = symm.empty(world, dtype=torch.int64)
     sends = [torch.ones(1, dtype=torch.int64) for _ in range(world)]
     counts = [1] * world
+
+    def share(n):
+        t = torch.tensor([n])
+        dist.broadcast(t, 0)
+        return int(t)
+
     for name, fn in (
         ("allgather (8 B per rank)", lambda: symm.shmem_allgather(gathered, src)),
         ("alltoall (8 B per rank)", lambda: symm.shmem_alltoall(sends, received, counts)),
     ):
         symm.barrier()
-        sec = _timed(fn, budget, inner=100)
+        sec = _timed_together(fn, budget, 100, share)
         if rank == 0:
             rows.append((name, "hyper_parallel", sec))
     symm.barrier()
@@ -217,7 +240,7 @@ def _mpi_worker(out, quick):
         ("alltoall (8 B per rank)", lambda: comm.Alltoall(sendbuf, gathered)),
     ):
         comm.Barrier()
-        sec = _timed(fn, budget, inner=100)
+        sec = _timed_together(fn, budget, 100, lambda n: comm.bcast(n, root=0))
         rows.append((name, "Open MPI (mpi4py)", sec))
     if rank == 0:
         with open(out, "w") as f:
