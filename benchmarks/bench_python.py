@@ -26,29 +26,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_collectives import _median_time  # noqa: E402  (the shared timer of collectives)
+
 
 def _timed(fn, budget, inner=200):
     fn()
     samples = []
     end = time.perf_counter() + budget
     while len(samples) < 5 or time.perf_counter() < end:
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median(samples)
-
-
-def _timed_together(fn, budget, inner, share):
-    """_timed for a collective: every rank must make the same number of calls, so rank 0 sizes
-    the batches from one timed batch and `share(n)` returns rank 0's n on every rank."""
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(inner):
-        fn()
-    one = max((time.perf_counter() - t0) / inner, 1e-8)
-    samples = []
-    for _ in range(share(max(5, min(20000, int(budget / (one * inner)))))):
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()
@@ -109,17 +95,17 @@ def _worker(rank, world, port, out, quick):
     sends = [torch.ones(1, dtype=torch.int64) for _ in range(world)]
     counts = [1] * world
 
-    def share(n):
-        t = torch.tensor([n])
+    def share(per, batches):  # every rank makes rank 0's number of calls
+        t = torch.tensor([per, batches])
         dist.broadcast(t, 0)
-        return int(t)
+        return int(t[0]), int(t[1])
 
     for name, fn in (
         ("allgather (8 B per rank)", lambda: symm.shmem_allgather(gathered, src)),
         ("alltoall (8 B per rank)", lambda: symm.shmem_alltoall(sends, received, counts)),
     ):
         symm.barrier()
-        sec = _timed_together(fn, budget, 100, share)
+        sec = _median_time(fn, symm.barrier, budget, share)
         if rank == 0:
             rows.append((name, "hyper_parallel", sec))
     symm.barrier()
@@ -240,7 +226,7 @@ def _mpi_worker(out, quick):
         ("alltoall (8 B per rank)", lambda: comm.Alltoall(sendbuf, gathered)),
     ):
         comm.Barrier()
-        sec = _timed_together(fn, budget, 100, lambda n: comm.bcast(n, root=0))
+        sec = _median_time(fn, comm.Barrier, budget, lambda per, batches: comm.bcast((per, batches), root=0))
         rows.append((name, "Open MPI (mpi4py)", sec))
     if rank == 0:
         with open(out, "w") as f:
