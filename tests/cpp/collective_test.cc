@@ -290,6 +290,56 @@ TEST(Collective, ReduceScatterAndBroadcastBackToBack3Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// A byte that differs between any two offsets of a broadcast (Byte repeats
+// every 256 bytes, so a chunk landing at another chunk's offset would pass).
+unsigned char Mixed(int root, size_t i, int call) {
+  uint64_t x = i + (static_cast<uint64_t>(call) << 40) + (static_cast<uint64_t>(root) << 56);
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return static_cast<unsigned char>(x >> 24);
+}
+
+// Broadcasts from every root with two ranks per host (across hosts: the data
+// crosses to each host once, in chunks, and its first member's host-mates
+// copy it from there; on one host the usual paths): sizes on both sides of
+// the by-host threshold and of the eager slot, and past several chunks, with
+// the root's own buffer or a separate source. Every byte of every member is
+// checked, and the byte past the size.
+TEST(Collective, BroadcastFromEveryRootTwoPerHost4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    const size_t slot = Eager();
+    const size_t sizes[] = {(16 << 10) - 1, 16 << 10, slot, slot + 1, (1 << 20) + 3, (5 << 20) + 7};
+    const size_t most = (5 << 20) + 8;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(most, &buf));
+    auto* b = static_cast<unsigned char*>(buf);
+    int call = 0;
+    for (size_t bytes : sizes) {
+      for (int root = 0; root < n; ++root, ++call) {
+        const bool separate = call % 2 == 1;
+        std::vector<unsigned char> src(bytes + 1);
+        for (size_t i = 0; i <= bytes; ++i) src[i] = Mixed(root, i, call);
+        for (size_t i = 0; i <= bytes; ++i) b[i] = rank == root && !separate ? src[i] : 0xEE;
+        RCHECK_OK(hpshmem::ops::Broadcast(buf, bytes, root, hpshmem::kTeamWorld,
+                                          separate && rank == root ? src.data() : nullptr));
+        const std::string what = "broadcast of " + std::to_string(bytes) + " B from rank " + std::to_string(root) +
+                                 (separate ? " (separate source)" : "");
+        size_t wrong = 0, first = 0;
+        for (size_t i = 0; i < bytes; ++i) {
+          const unsigned char want = rank == root && separate ? 0xEE : src[i];
+          if (b[i] != want && wrong++ == 0) first = i;
+        }
+        RCHECK(wrong == 0, what + ": " + std::to_string(wrong) + " bytes wrong, the first at " + std::to_string(first));
+        RCHECK(b[bytes] == (rank == root && !separate ? src[bytes] : 0xEE), what + " wrote past its size");
+      }
+    }
+    RCHECK_OK(hpshmem::Free(buf));
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 // Ranks that pass different sizes, ops or roots all fail, nothing is written,
 // and the next call works.
 TEST(Collective, ReducingCollectiveMismatchFailsOnEveryRank3Ranks) {

@@ -139,9 +139,11 @@ def test_a_rank_killed_on_either_host_is_named_at_once(tmp_path, size, victim):
     assert sorted(results) == survivors, out[-6000:]
     for r in survivors:
         # A wait or barrier lists the lost ranks; a transfer caught in flight names the one it went to.
+        # The list may hold a survivor of the victim's host too, when that one has already left on its
+        # own error by the time this rank notices (its host-mate sees the death at once).
         line = results[r]
         assert "PeerDeadError" in line, line
-        assert re.search(rf"rank\(s\) {victim}\b|to rank {victim} \(host {host}\): the rank", line), line
+        assert re.search(rf"rank\(s\) (?:\d+, )*{victim}\b|to rank {victim} \(host {host}\): the rank", line), line
         if r // 2 != victim // 2:  # across the wire, the host is named
             assert f"(host {host})" in line, line
     assert took < 20, f"{took:.1f} s to notice a killed rank"

@@ -228,6 +228,13 @@ bool DirectlyReachable(int pe) {
   return rt && pe >= 0 && pe < rt->nranks && rt->peer_sym[pe] != nullptr;
 }
 
+int HostLeader(int pe) {
+  CallScope call;
+  Runtime* rt = call.rt();
+  if (!rt || pe < 0 || pe >= rt->nranks || rt->host_leader.size() != static_cast<size_t>(rt->nranks)) return -1;
+  return rt->host_leader[pe];
+}
+
 namespace {
 bool PageAligned(uintptr_t v) { return v % static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE)) == 0; }
 

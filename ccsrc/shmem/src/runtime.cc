@@ -90,14 +90,18 @@ void PlanBarrier(Runtime* rt, const std::vector<PeerCard>& cards) {
   std::map<std::string, int> leader_on;  // host key -> its first rank
   std::vector<int> leader_of(n), leaders;
   bool mapped = true;
+  rt->host_leader.assign(n, 0);
   for (int r = 0; r < n; ++r) {
     auto [it, first] = leader_on.emplace(cards[r].host_key, r);
     leader_of[r] = it->second;
+    rt->host_leader[r] = r;
     if (first) {
       leaders.push_back(r);
     } else {
       int t = RouteOf(rt->transports, cards, r, it->second);
-      mapped &= t >= 0 && rt->transports[t]->MapsPeers();
+      const bool maps = t >= 0 && rt->transports[t]->MapsPeers();
+      mapped &= maps;
+      if (maps) rt->host_leader[r] = it->second;
     }
   }
   const bool grouped = mapped && leaders.size() > 1 && leaders.size() < static_cast<size_t>(n);

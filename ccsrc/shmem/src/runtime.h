@@ -72,6 +72,9 @@ struct Runtime {
   int barrier_pos = -1;            // this rank's index in barrier_ranks; -1: it meets its leader instead
   int leader = -1;                 // grouped: this rank's host's leader; else this rank
   int host_ranks = 1;              // grouped: the ranks of this rank's host, leader included; else 1
+  // Each rank's host leader: the first rank of its host when that rank's
+  // memory it maps, else itself (HostLeader). The same on every rank.
+  std::vector<int> host_leader;
   std::unique_ptr<OffsetAllocator> alloc;
   std::mutex alloc_mu;
   // Held exclusively, beside alloc_mu, only while the allocator's live blocks

@@ -261,6 +261,11 @@ bool IsSymmetric(const void* p, size_t bytes);
 bool InLiveAllocation(const void* p, size_t bytes);
 // Whether `pe` is this rank or shares memory with it (puts are plain copies).
 bool DirectlyReachable(int pe);
+// The first rank of pe's host, when pe maps that rank's memory (ranks with
+// the same answer share memory); pe itself otherwise. The same answer on
+// every rank, so collectives can plan by host alike. -1 when not
+// initialized or pe is out of range.
+int HostLeader(int pe);
 
 // ---------------------------------------------------------------- RMA
 
