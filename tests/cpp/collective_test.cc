@@ -450,8 +450,10 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
     // Rank 3's count against the others': past the slot against within it, within against past, both within.
     // (For reduce-scatter, a quarter of each per block: 4 ranks.)
     // Across hosts an allreduce of one slot goes in one eager step, of up to 16 MiB in chunks of two, past it
-    // announced; a reduce-scatter too, a broadcast past one slot in steps up to 4 MiB, then announced.
+    // announced; a reduce-scatter too, a broadcast past one slot in steps up to 4 MiB, then announced, and
+    // with two ranks per host by host from 16 KiB (eager up to a slot): 16 KiB + 40 B against 8000 B.
     const std::pair<size_t, size_t> cases[] = {{4 * slot_elems + 4, 28},
+                                               {2048 + 5, 1000},
                                                {52, 4 * slot_elems + 8},
                                                {4, 8},
                                                {slot_elems + 1, 7},
