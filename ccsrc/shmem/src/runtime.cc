@@ -83,26 +83,27 @@ int RouteOf(const std::vector<std::unique_ptr<Transport>>& ts, const std::vector
   return -1;
 }
 
-// Plans the barrier (Runtime::barrier_ranks): grouped by host or not. From
-// the cards and routes every rank has alike, so all choose the same plan.
+// Plans the barrier (Runtime::barrier_ranks): grouped by host or not; and
+// each rank's host leader (Runtime::host_leader). From the cards and routes
+// every rank has alike, so all choose the same plan.
 void PlanBarrier(Runtime* rt, const std::vector<PeerCard>& cards) {
   const int n = rt->nranks;
   std::map<std::string, int> leader_on;  // host key -> its first rank
   std::vector<int> leader_of(n), leaders;
   bool mapped = true;
-  rt->host_leader.assign(n, 0);
+  rt->host_leader.resize(n);
   for (int r = 0; r < n; ++r) {
     auto [it, first] = leader_on.emplace(cards[r].host_key, r);
     leader_of[r] = it->second;
-    rt->host_leader[r] = r;
+    bool maps = true;  // r maps its host's first rank (itself, when first)
     if (first) {
       leaders.push_back(r);
     } else {
       int t = RouteOf(rt->transports, cards, r, it->second);
-      const bool maps = t >= 0 && rt->transports[t]->MapsPeers();
+      maps = t >= 0 && rt->transports[t]->MapsPeers();
       mapped &= maps;
-      if (maps) rt->host_leader[r] = it->second;
     }
+    rt->host_leader[r] = maps ? it->second : r;
   }
   const bool grouped = mapped && leaders.size() > 1 && leaders.size() < static_cast<size_t>(n);
   if (grouped) {

@@ -147,8 +147,7 @@ Status BroadcastByHost(const CollectiveCall& call, char* data, const char* src, 
       HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(data, data, bytes, call.GlobalRank(root)));
       return Consumed(call, root);
     }
-    for (size_t off = 0; off < bytes; off += chunk) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
-    return Status::OK();
+    return WaitArrivals(call, static_cast<int64_t>((bytes + chunk - 1) / chunk));  // the root's copy of each chunk
   }
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t n = std::min(chunk, bytes - off);
