@@ -17,6 +17,7 @@ best median:
     vader (shared memory) within a node, each figure keeping the faster of the two;
   * the engine: ucx_perftest across the wire, ucp_am_lat (8 B one way) and ucp_am_bw (1 MiB,
     16 MiB), with the same UCX settings as ours.
+`--ops` keeps some of them (e.g. `--ops allreduce,barrier`) for a quicker A/B of one change.
 Bytes are per rank (alltoall: what one rank sends in all). Prints a table and writes JSON records
 {op, impl, ranks, bytes, median_us}; asserts nothing.
 """
@@ -39,6 +40,11 @@ QUICK_SIZES = [8, 4096, 262144, 1 << 20, 1 << 22]
 OPS = ("allgather", "alltoall", "allreduce", "reduce_scatter", "broadcast")
 PINGPONG = (8, 1 << 20)
 PORT = 29511
+_only = None  # --ops: the ops to time (put_signal_one_way, barrier and those of OPS); None: all
+
+
+def _wants(op):
+    return _only is None or op in _only
 
 
 def _plan(nbytes, world, quick):
@@ -81,7 +87,7 @@ def _ours_worker(out_path, sizes, quick):
     inbox = symm.empty(max(PINGPONG) // 4, dtype=torch.float32)
     symm.barrier()
     seq = [0]
-    for nbytes in PINGPONG:
+    for nbytes in PINGPONG if _wants("put_signal_one_way") else ():
         n = nbytes // 4
         src = torch.randn(n)
         calls, batches = _plan(nbytes, 2, quick)
@@ -97,7 +103,8 @@ def _ours_worker(out_path, sizes, quick):
 
         t = _timed(ping, symm.barrier, calls, batches, me)
         rec("put_signal_one_way", nbytes, None if t is None else t / 2)
-    rec("barrier", 0, _timed(symm.barrier, symm.barrier, 300, 3 if quick else 7, me))
+    if _wants("barrier"):
+        rec("barrier", 0, _timed(symm.barrier, symm.barrier, 300, 3 if quick else 7, me))
     for nbytes in sizes:
         n = max(world, nbytes // 4 // world * world)  # a multiple of the ranks, for reduce-scatter
         x = torch.randn(n)
@@ -116,7 +123,7 @@ def _ours_worker(out_path, sizes, quick):
             "reduce_scatter": lambda: symm.shmem_reduce_scatter(part, buf, "sum"),
             "broadcast": lambda: symm.shmem_broadcast(buf, 0),
         }
-        for op in OPS:
+        for op in filter(_wants, OPS):
             rec(op, n * 4, _timed(fns[op], symm.barrier, calls, batches, me))
         for t in (out, recv, buf, part):
             symm.free(t)
@@ -141,7 +148,7 @@ def _mpi_worker(out_path, sizes, quick):
         if sec is not None:
             recs.append({"op": op, "impl": "Open MPI", "ranks": world, "bytes": nbytes, "median_us": sec * 1e6})
 
-    for nbytes in PINGPONG:
+    for nbytes in PINGPONG if _wants("put_signal_one_way") else ():
         buf = np.random.rand(nbytes // 4).astype(np.float32)
         calls, batches = _plan(nbytes, 2, quick)
 
@@ -155,7 +162,8 @@ def _mpi_worker(out_path, sizes, quick):
 
         t = _timed(ping, comm.Barrier, calls, batches, me)
         rec("put_signal_one_way", nbytes, None if t is None else t / 2)
-    rec("barrier", 0, _timed(comm.Barrier, comm.Barrier, 300, 3 if quick else 7, me))
+    if _wants("barrier"):
+        rec("barrier", 0, _timed(comm.Barrier, comm.Barrier, 300, 3 if quick else 7, me))
     for nbytes in sizes:
         n = max(world, nbytes // 4 // world * world)
         x = np.random.rand(n).astype(np.float32)
@@ -172,7 +180,7 @@ def _mpi_worker(out_path, sizes, quick):
             "reduce_scatter": lambda: comm.Reduce_scatter_block(buf, part, MPI.SUM),
             "broadcast": lambda: comm.Bcast(buf, 0),
         }
-        for op in OPS:
+        for op in filter(_wants, OPS):
             rec(op, n * 4, _timed(fns[op], comm.Barrier, calls, batches, me))
     if me == 0:
         with open(out_path, "w") as f:
@@ -203,6 +211,7 @@ def run_ours(hosts, per_node, sizes, quick, tmp):
         cmd += ["--nproc-per-node", str(per_node), "--master-addr", hosts.addr[0], "--master-port", str(PORT)]
         cmd += [os.path.abspath(__file__), "--worker", "ours", path, "--sizes", ",".join(map(str, sizes))]
         cmd += ["--quick"] if quick else []
+        cmd += ["--ops", ",".join(_only)] if _only else []
         procs.append(hosts.popen(node, cmd, env=_node_env(hosts, node), cwd=ROOT))
     _run(hosts, procs, "our run")
     return json.load(open(path))
@@ -232,6 +241,7 @@ def run_mpi(hosts, per_node, sizes, quick, tmp, btl="tcp,self"):
     cmd += ["--mca", "mpi_yield_when_idle", "1"]
     cmd += [sys.executable, os.path.abspath(__file__), "--worker", "mpi", path, "--sizes", ",".join(map(str, sizes))]
     cmd += ["--quick"] if quick else []
+    cmd += ["--ops", ",".join(_only)] if _only else []
     _run(hosts, [hosts.popen(0, cmd, env=_node_env(hosts, 0), cwd=ROOT)], "Open MPI's run")
     return json.load(open(path))
 
@@ -268,7 +278,14 @@ def main():
     ap.add_argument("--per-node", default="1,2", help="ranks per node, comma-separated")
     ap.add_argument("--worker", nargs=2, metavar=("KIND", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--sizes", help="comma-separated bytes per rank")
+    ap.add_argument("--ops", help="comma-separated ops to time (default: all)")
     args = ap.parse_args()
+    global _only
+    if args.ops:
+        _only = tuple(args.ops.split(","))
+        unknown = set(_only) - {"put_signal_one_way", "barrier", *OPS}
+        if unknown:
+            ap.error(f"unknown ops {sorted(unknown)}: choose from put_signal_one_way, barrier, {', '.join(OPS)}")
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     if args.worker:
         kind, out = args.worker

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -238,6 +239,102 @@ TEST(Collective, AllreduceHalfPrecisionRoundsOnce3Ranks) {
       }
       RCHECK_OK(hpshmem::Free(buf));
     }
+    RCHECK_OK(hpshmem::Barrier());
+  });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return x;
+}
+
+// A float of global rank `src` at element i of call `call` whose sums depend
+// on their order: a sign, 12 random mantissa bits and an exponent in [-8, 8).
+float Spread(int src, size_t i, int call) {
+  const uint64_t x = Mix(i + (static_cast<uint64_t>(call) << 40) + (static_cast<uint64_t>(src) << 56));
+  const float m = 1.0f + static_cast<float>(x & 0xFFF) / 4096.0f;
+  return std::ldexp((x >> 12) & 1 ? -m : m, static_cast<int>((x >> 13) % 16) - 8);
+}
+
+}  // namespace
+
+// Allreduce on two hosts whose members are consecutive team ranks, one host
+// holding several (across simulated hosts: from 256 KiB each host's partial
+// crosses once each way; elsewhere the usual paths): float32 values whose sums
+// depend on their order must come out bit for bit as a sum over the members in
+// team-rank order; every op, in place and from a separate source, sizes on
+// both sides of the threshold and over several chunks with an odd tail; the
+// world, a team whose first host holds one member ([3, 0, 1]) and one whose
+// hosts interleave ([0, 2, 1, 3]: the usual paths). Every element of `data`
+// and the one past it are checked, and `src` must be left as it was.
+TEST(Collective, AllreduceByHostKeepsTheRankOrder4Ranks) {
+  auto r = RunJob(4, [](int rank, int n) {
+    using hpshmem::ops::DType;
+    using hpshmem::ops::ReduceOp;
+    const size_t most = (3 << 20) / 4 + 2;
+    void* buf;
+    RCHECK_OK(hpshmem::Malloc(most * 4, &buf));
+    auto* f = static_cast<float*>(buf);
+    std::vector<std::vector<int>> teams = {{0, 1, 2, 3}, {3, 0, 1}, {0, 2, 1, 3}};
+    for (size_t t = 0; t < teams.size(); ++t) {
+      const std::vector<int>& pes = teams[t];
+      int call = static_cast<int>(t) * 100;  // the same on every member, whichever teams it skipped
+      const int me = static_cast<int>(std::find(pes.begin(), pes.end(), rank) - pes.begin());
+      if (me == static_cast<int>(pes.size())) continue;
+      int team = hpshmem::kTeamWorld;
+      if (pes.size() != static_cast<size_t>(n) || pes[1] != 1)
+        RCHECK_OK(hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &team));
+      const std::string name = "team [" + std::to_string(pes[0]) + ", " + std::to_string(pes[1]) + ", ...]";
+      for (size_t count : {size_t{65535}, size_t{65539}, size_t{262147}, most - 1}) {
+        for (int op = 0; op < 5; ++op, ++call) {
+          const bool separate = call % 2 == 1;
+          // Products of values near 1, so that they neither overflow nor vanish.
+          auto value = [&](int src, size_t i) {
+            const float v = Spread(src, i, call);
+            return op == 4 ? 1.0f + v / 512.0f : v;
+          };
+          std::vector<float> src(count);
+          for (size_t i = 0; i < count; ++i) src[i] = value(rank, i);
+          for (size_t i = 0; i <= count; ++i) f[i] = separate || i == count ? -777.0f : src[i];
+          RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kFloat32, static_cast<ReduceOp>(op),
+                                            hpshmem::ops::AllreduceAlgorithm::kAuto, team,
+                                            separate ? src.data() : nullptr));
+          size_t wrong = 0, first = 0;
+          for (size_t i = 0; i < count; ++i) {
+            float want = value(pes[0], i);
+            for (size_t p = 1; p < pes.size(); ++p) {
+              const float v = value(pes[p], i);
+              want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
+            }
+            if (op == 1) want /= static_cast<float>(pes.size());
+            if (std::memcmp(&f[i], &want, 4) != 0 && wrong++ == 0) first = i;
+          }
+          const std::string what = name + ", op " + std::to_string(op) + ", " + std::to_string(count) + " floats" +
+                                   (separate ? " from a separate source" : "");
+          RCHECK(wrong == 0, what + ": " + std::to_string(wrong) + " wrong, the first at " + std::to_string(first));
+          RCHECK(f[count] == -777.0f, what + " wrote past its size");
+          for (size_t i = 0; i < count; ++i) RCHECK(src[i] == value(rank, i), what + " changed its source");
+        }
+      }
+      // Integers wrap alike on every path: int32 sums over the whole range.
+      auto* i32 = static_cast<int32_t*>(buf);
+      const size_t count = 65536 + 7;
+      for (size_t i = 0; i < count; ++i) i32[i] = static_cast<int32_t>(Mix(i * 5 + rank));
+      RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt32, ReduceOp::kSum,
+                                        hpshmem::ops::AllreduceAlgorithm::kAuto, team));
+      for (size_t i = 0; i < count; ++i) {
+        uint32_t want = 0;
+        for (int p : pes) want += static_cast<uint32_t>(static_cast<int32_t>(Mix(i * 5 + p)));
+        RCHECK(static_cast<uint32_t>(i32[i]) == want, name + ": int32 sum at " + std::to_string(i));
+      }
+      if (team != hpshmem::kTeamWorld) RCHECK_OK(hpshmem::TeamDestroy(team));
+    }
+    RCHECK_OK(hpshmem::Free(buf));
     RCHECK_OK(hpshmem::Barrier());
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();

@@ -2,7 +2,9 @@
 // (ops.h), one-shot (each reduces the whole tensor) or two-shot (each reduces
 // its block, then puts it into every member's block); across hosts, up to an
 // eager slot, every member sends its values to every peer (ReduceEager), and
-// up to kAllreduceStepsMaxBytes two-shot's halves go as eager steps (AllreduceInSteps).
+// up to kAllreduceStepsMaxBytes two-shot's halves go as eager steps (AllreduceInSteps);
+// on two hosts with several members on one, from kByHostFromBytes, each host's
+// partial crosses once each way (AllreduceByHost).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -16,8 +18,120 @@ namespace {
 
 using namespace collective;
 
-thread_local Scratch t_result;  // the one-shot result
+thread_local Scratch t_result;  // the one-shot result; AllreduceByHost: a second host leader's own values
 thread_local std::vector<const void*> t_blocks;
+
+// From this size an allreduce whose team lies on two hosts, one holding several
+// members, goes by host (AllreduceByHost); below, AllreduceInSteps' messages
+// in both directions at once beat the chain's two crossings one after the other.
+constexpr size_t kByHostFromBytes = size_t{256} << 10;
+
+// Where an allreduce can go by host: the team's members lie on exactly two
+// hosts, each a range of consecutive team ranks [0, *split) and [*split, W),
+// one of which holds several members. The ranges keep the sum in team-rank
+// order when the first host's partial is carried to the second. The same
+// answer on every member (HostLeader).
+bool PlanTwoHosts(const CollectiveCall& call, int* split) {
+  const int members = call.members;
+  if (members < 3) return false;
+  const int first = hpshmem::HostLeader(call.GlobalRank(0));
+  int s = 1;
+  while (s < members && hpshmem::HostLeader(call.GlobalRank(s)) == first) ++s;
+  if (s == members || first < 0) return false;
+  const int second = hpshmem::HostLeader(call.GlobalRank(s));
+  if (second < 0) return false;
+  for (int p = s + 1; p < members; ++p)
+    if (hpshmem::HostLeader(call.GlobalRank(p)) != second) return false;
+  *split = s;
+  return true;
+}
+
+// Allreduce on two hosts, the first holding members [0, split): the first
+// member of each host (its leader) reads its host-mates' values in place.
+// Chunk by chunk, the first leader reduces its host's values into its buffer
+// and puts that partial into the second leader's buffer; the second adds its
+// host's values to it in team-rank order (so the bits are those of a sum over
+// all members in order: accumulators are the element type, half precision
+// excepted, which does not come here) and puts the result back; each leader
+// tells its host-mates of each result chunk and they copy it from its buffer.
+// The tensor crosses once each way, where AllreduceInSteps sends every
+// member's share to every member of the other host. All agree first, through
+// one header per peer pair (the eager calls' first step), before anything is
+// written. Host-mates bring their values into `data` and tell their leader
+// (its consumed count), and tell it again once they have copied the result.
+Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, size_t count, DType dtype, ReduceOp op,
+                       int64_t packed, int split, const char* what) {
+  const int me = call.me, members = call.members;
+  const size_t item = DTypeSize(dtype), bytes = count * item;
+  const int leader = me < split ? 0 : split, host_end = me < split ? split : members;
+  const int mates = host_end - leader - 1;
+  const int other = me < split ? split : 0;  // the other host's leader
+  // The second leader receives the partial into `data`: its own values must be elsewhere first.
+  if (me == split && in == data) {
+    char* own = t_result.Get(bytes);
+    if (bytes) std::memcpy(own, data, bytes);
+    in = own;
+  }
+  int64_t epoch;
+  HPSHMEM_RETURN_IF_ERROR(
+      ExchangeEager(call, static_cast<int64_t>(count), packed, [](int) { return Piece{nullptr, 0}; }, &epoch, what));
+  // Chunks small enough that the second host's work overlaps the first's and
+  // the wire, large enough that the signals between them cost little (as
+  // BroadcastByHost's).
+  const size_t chunk = std::clamp<size_t>(bytes / 8, size_t{256} << 10, size_t{2} << 20) / item * item;
+  if (me != leader) {
+    if (in != data && bytes) std::memcpy(data, in, bytes);
+    HPSHMEM_RETURN_IF_ERROR(Consumed(call, leader));  // our values are in `data`
+    for (size_t off = 0; off < bytes; off += chunk) {
+      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
+      HPSHMEM_RETURN_IF_ERROR(
+          hpshmem::GetMem(data + off, data + off, std::min(chunk, bytes - off), call.GlobalRank(leader)));
+    }
+    return Consumed(call, leader);
+  }
+  HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, mates));  // every host-mate's values are in its `data`
+  t_blocks.resize(mates + 2);
+  auto mates_from = [&](size_t off, int at) {
+    for (int p = leader + 1; p < host_end; ++p) {
+      const void* direct = hpshmem::Ptr(data + off, call.GlobalRank(p));
+      if (!direct) return Status::Internal(std::string(what) + ": a host-mate's buffer is not mapped here");
+      t_blocks[at++] = direct;
+    }
+    return Status::OK();
+  };
+  auto tell_mates = [&]() {
+    for (int p = leader + 1; p < host_end; ++p)
+      HPSHMEM_RETURN_IF_ERROR(
+          Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+    return Status::OK();
+  };
+  // The partial of a sum-then-divide stays a sum.
+  const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t n = std::min(chunk, bytes - off);
+    if (me == 0) {
+      t_blocks[0] = in + off;
+      HPSHMEM_RETURN_IF_ERROR(mates_from(off, 1));
+      HPSHMEM_RETURN_IF_ERROR(ReduceInto(data + off, t_blocks.data(), mates + 1, n / item, dtype, partial, members));
+    } else {
+      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // the first host's partial, in `data`
+      t_blocks[0] = data + off;
+      t_blocks[1] = in + off;
+      HPSHMEM_RETURN_IF_ERROR(mates_from(off, 2));
+      HPSHMEM_RETURN_IF_ERROR(ReduceInto(data + off, t_blocks.data(), mates + 2, n / item, dtype, op, members));
+    }
+    HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data + off, data + off, n, call.AtMember(other, call.layout.arrivals),
+                                              kWord, 1, SignalOp::kAdd, call.GlobalRank(other)));
+    if (me == split) HPSHMEM_RETURN_IF_ERROR(tell_mates());
+  }
+  if (me == 0) {
+    for (size_t off = 0; off < bytes; off += chunk) {
+      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // the result, in `data`
+      HPSHMEM_RETURN_IF_ERROR(tell_mates());
+    }
+  }
+  return WaitConsumed(call, mates);  // host-mates have copied the result
+}
 
 // Across hosts, past one slot and up to kAllreduceStepsMaxBytes: two-shot's
 // halves as eager steps, a chunk of up to a slot per member at a time. In each
@@ -82,6 +196,12 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
                                         out, what));
     if (bytes) std::memcpy(buffer, out, bytes);
     return Status::OK();
+  }
+  int split;
+  if (algorithm_was_auto && bytes >= kByHostFromBytes && SpansHosts(call) && dtype != DType::kFloat16 &&
+      dtype != DType::kBFloat16 && PlanTwoHosts(call, &split)) {
+    return AllreduceByHost(call, buffer, src ? static_cast<const char*>(src) : buffer, count, dtype, op,
+                           Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24), split, what);
   }
   if (algorithm_was_auto && call.members > 1 && bytes <= kAllreduceStepsMaxBytes && SpansHosts(call)) {
     return AllreduceInSteps(call, buffer, src ? static_cast<const char*>(src) : buffer, count, dtype, op,
