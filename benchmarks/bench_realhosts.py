@@ -265,7 +265,11 @@ def run_perftest(hosts):
             continue
         f = final[0].split()
         # "Final: iters | latency typical avg overall (us, one way) | bandwidth avg overall (MiB/s) | ..."
-        lat_us = float(f[3]) if test.endswith("lat") else size / (float(f[5]) * 2**20) * 1e6
+        value = float(f[3] if test.endswith("lat") else f[5])
+        if value <= 0:  # it has printed a zero bandwidth on this host now and then
+            print(f"ucx_perftest {test} gave no usable figure: {final[0]}")
+            continue
+        lat_us = value if test.endswith("lat") else size / (value * 2**20) * 1e6
         recs.append({"op": op, "impl": f"ucx_perftest {test}", "ranks": 2, "bytes": size, "median_us": lat_us})
     return recs
 

@@ -594,6 +594,109 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 
+// Allgather with each piece crossing to the other host once (across simulated
+// hosts from 64 KiB, two hosts of equal size; elsewhere the usual paths):
+// sizes on both sides of the threshold and over several chunks with an odd
+// tail, for the world and a team whose hosts interleave in team-rank order
+// ([1, 2, 0, 3]); the piece from a private buffer, from its own place in the
+// output, or from a place in the output where another member's piece goes.
+// Every byte of every output and the byte past it are checked.
+TEST(Collective, AllgatherByHostEverySizeAndPlace4Ranks) {
+  auto r = RunJob(
+      4,
+      [](int rank, int n) {
+        const size_t sizes[] = {(64 << 10) - 1, 64 << 10, 300007, (3 << 20) + 5};
+        const size_t most = (3 << 20) + 5;
+        void* out;
+        RCHECK_OK(hpshmem::Malloc(most * n + 1, &out));
+        auto* o = static_cast<unsigned char*>(out);
+        const std::vector<std::vector<int>> teams = {{0, 1, 2, 3}, {1, 2, 0, 3}};
+        int call = 0;
+        for (size_t t = 0; t < teams.size(); ++t) {
+          const std::vector<int>& pes = teams[t];
+          const int me = static_cast<int>(std::find(pes.begin(), pes.end(), rank) - pes.begin());
+          int team = hpshmem::kTeamWorld;
+          if (t > 0) RCHECK_OK(hpshmem::TeamCreate(pes.data(), n, &team));
+          for (size_t bytes : sizes) {
+            for (int where = 0; where < 3; ++where, ++call) {
+              std::vector<unsigned char> mine(bytes);
+              for (size_t i = 0; i < bytes; ++i) mine[i] = Mixed(rank, i, call);
+              std::memset(o, 0xEE, bytes * n + 1);
+              // 0: a private buffer; 1: our own place in the output; 2: the place of the next member's piece.
+              const int place = where == 1 ? me : (me + 1) % n;
+              const void* in = mine.data();
+              if (where > 0) {
+                std::memcpy(o + place * bytes, mine.data(), bytes);
+                in = o + place * bytes;
+              }
+              RCHECK_OK(hpshmem::ops::Allgather(out, in, bytes, /*pull=*/false, 0, team));
+              const std::string what = (t ? "team [1, 2, 0, 3], " : "world, ") + std::to_string(bytes) + " B, piece " +
+                                       (where == 0   ? "private"
+                                        : where == 1 ? "in place"
+                                                     : "elsewhere");
+              for (int p = 0; p < n; ++p) {
+                size_t wrong = 0, first = 0;
+                for (size_t i = 0; i < bytes; ++i)
+                  if (o[p * bytes + i] != Mixed(pes[p], i, call) && wrong++ == 0) first = i;
+                RCHECK(wrong == 0, what + ": member " + std::to_string(p) + "'s piece: " + std::to_string(wrong) +
+                                       " bytes wrong, the first at " + std::to_string(first));
+              }
+              RCHECK(o[bytes * n] == 0xEE, what + " wrote past the output");
+            }
+          }
+          if (team != hpshmem::kTeamWorld) RCHECK_OK(hpshmem::TeamDestroy(team));
+        }
+        RCHECK_OK(hpshmem::Free(out));
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      HeapOf(32 << 20));
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Allgather by host on three hosts of 3, 1 and 2 members ({0, 1, 2}, {3},
+// {4, 5}): receivers that take pieces from no member, one (they pass each
+// chunk on as it arrives) or several (they pass them on once all are in), a
+// host with no host-mate to pass to. Every byte of every output is checked.
+TEST(Collective, AllgatherByHostOnThreeUnevenHosts6Ranks) {
+  hptest::JobOptions opts;
+  opts.heap_bytes = 16 << 20;
+  opts.before_init = [](int rank, int) {
+    setenv("HYPER_PARALLEL_SHMEM_HOST_ID", rank < 3 ? "hostA" : rank == 3 ? "hostB" : "hostC", 1);
+    setenv("UCX_TLS", "tcp,self", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+  };
+  auto r = RunJob(
+      6,
+      [](int rank, int n) {
+        const size_t sizes[] = {64 << 10, 300007, (1 << 20) + 3};
+        void* out;
+        RCHECK_OK(hpshmem::Malloc(((1 << 20) + 3) * n + 1, &out));
+        auto* o = static_cast<unsigned char*>(out);
+        int call = 0;
+        for (size_t bytes : sizes) {
+          for (int in_place = 0; in_place < 2; ++in_place, ++call) {
+            std::vector<unsigned char> mine(bytes);
+            for (size_t i = 0; i < bytes; ++i) mine[i] = Mixed(rank, i, call);
+            std::memset(o, 0xEE, bytes * n + 1);
+            if (in_place) std::memcpy(o + rank * bytes, mine.data(), bytes);
+            RCHECK_OK(hpshmem::ops::Allgather(out, in_place ? o + rank * bytes : mine.data(), bytes, false));
+            for (int p = 0; p < n; ++p) {
+              size_t wrong = 0, first = 0;
+              for (size_t i = 0; i < bytes; ++i)
+                if (o[p * bytes + i] != Mixed(p, i, call) && wrong++ == 0) first = i;
+              RCHECK(wrong == 0, std::to_string(bytes) + " B: rank " + std::to_string(p) + "'s piece: " +
+                                     std::to_string(wrong) + " bytes wrong, the first at " + std::to_string(first));
+            }
+            RCHECK(o[bytes * n] == 0xEE, std::to_string(bytes) + " B: wrote past the output");
+          }
+        }
+        RCHECK_OK(hpshmem::Free(out));
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      opts);
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
 // Ranks that pass different allgather sizes, on both sides of the eager slot,
 // both within it or both past it: every rank fails (each sees a peer that differs), nothing
 // of a rank whose size differs reaches anyone's output (eager outputs stay untouched), and

@@ -164,14 +164,14 @@ Status Exchange(Runtime* rt, const int* pes, int n, const int64_t* words, const 
 
 }  // namespace
 
-// The words, 3n + 3 int64 rounded up to 64 bytes, then the slots: 2n of 64
+// The words, 3n + 4 int64 rounded up to 64 bytes, then the slots: 2n of 64
 // bytes and a payload that keeps them near 128 KiB per parity, up to 2048
 // members (ops/collective/team_block.h lays them out).
 size_t TeamBlockBytes(int members) {
   const size_t n = static_cast<size_t>(members);
   size_t payload = 32768;
   while (payload >= 64 && payload * n > 131072) payload /= 2;
-  const size_t words = (3 * n + 3 + 7) / 8 * 8;
+  const size_t words = (3 * n + 4 + 7) / 8 * 8;
   return RoundUp((words + (payload >= 64 ? 2 * n * (64 + payload) / 8 : 0)) * sizeof(int64_t));
 }
 

@@ -3,9 +3,12 @@
 // arrival counter (small pieces ride in the eager slots). Pull: the owner
 // announces the call (its data is in place) and each consumer reads the
 // pieces itself, in rank order, then tells the owner it is done reading.
+// When some host holds several members, a pushed piece crosses to each other
+// host once (AllgatherByHost).
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ops/collective/call.h"
 
@@ -22,6 +25,14 @@ using namespace collective;
 // 18-32 ms; 4 ranks 64 KiB 195-252 against 859-1205 us, 16 MiB 61-64 against
 // 73 ms.
 constexpr size_t kStepsMax = size_t{16} << 20;
+
+// From this size a pushed allgather across hosts, some holding several
+// members, goes by host (AllgatherByHost).
+constexpr size_t kByHostFromBytes = size_t{64} << 10;
+
+thread_local Scratch t_piece;                        // our piece, when `in` overlaps the output where others' go
+thread_local std::vector<int> t_targets, t_senders;  // AllgatherByHost's, per call
+thread_local HostPlan t_plan;
 
 Status SizeMismatch(const CollectiveCall& call, int p, int64_t theirs, size_t mine) {
   return Status::CollectiveMismatch(
@@ -83,6 +94,94 @@ Status AllgatherEager(const CollectiveCall& call, char* output, const void* in, 
   return Status::OK();
 }
 
+// Allgather when some host holds several members: each piece crosses to
+// every other host once, where the other paths send it to every member
+// there. The member with index i among its host's k members puts its piece,
+// chunk by chunk, into the member with index i mod k' of each other host (of
+// k' members), and copies it into its host-mates' outputs; it copies on into
+// them the pieces put into it. With one such sender (two hosts of equal size)
+// each chunk goes on as it arrives (one arrival per chunk, in order on one
+// route); with several, once all have arrived, as arrivals only count. Only
+// puts over the network count as arrivals, host-mates' copies apart
+// (relayed). All agree first, one header per peer pair as the eager path's
+// first step (a disagreement fails alike, whichever path each took), before
+// anything is written.
+Status AllgatherByHost(const CollectiveCall& call, char* output, const char* in, size_t bytes, const HostPlan& plan) {
+  const int me = call.me, members = call.members;
+  char* const own = output + me * bytes;
+  // Peers write into the output from their first header on: our piece must not be there.
+  if (in != own && in < output + members * bytes && output < in + bytes) {
+    char* copy = t_piece.Get(bytes);
+    std::memcpy(copy, in, bytes);
+    in = copy;
+  }
+  const int64_t epoch = ++call.counters->epoch;
+  const EagerHeader header{epoch, static_cast<int64_t>(bytes), 0, 0};
+  for (int k = 1; k < members; ++k) HPSHMEM_RETURN_IF_ERROR(PutSlot(call, (me + k) % members, header, nullptr, 0));
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
+  Status bad;
+  int64_t traded = 0;
+  for (int k = 1; k < members; ++k) {
+    const int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    const EagerHeader& got = SlotHeader(call, p, epoch);
+    if (got.epoch == epoch && got.count == static_cast<int64_t>(bytes)) continue;
+    // As AllgatherEager with a piece past a slot: p writes nothing into our
+    // output, an arrival each way stands in for the data.
+    if (bad.ok()) bad = SizeMismatch(call, p, got.epoch == epoch ? got.count : -1, bytes);
+    HPSHMEM_RETURN_IF_ERROR(
+        Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+    ++traded;
+  }
+  if (traded) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, traded));
+  if (!bad.ok()) return bad;
+
+  const int mine = plan.host_of[me], index = plan.index_of[me];
+  const std::vector<int>& host = plan.hosts[mine];
+  // Where member p keeps `at`, a place in our output, on this host.
+  auto at_member = [&](const char* at, int p) { return static_cast<char*>(hpshmem::Ptr(at, call.GlobalRank(p))); };
+  for (int p : host)
+    if (p != me && !at_member(own, p))
+      return Status::Internal("shmem_allgather: a host-mate's output is not mapped here");
+  t_targets.clear();
+  t_senders.clear();
+  for (size_t h = 0; h < plan.hosts.size(); ++h) {
+    if (static_cast<int>(h) == mine) continue;
+    const std::vector<int>& other = plan.hosts[h];
+    t_targets.push_back(other[index % other.size()]);
+    for (size_t j = index; j < other.size(); j += host.size()) t_senders.push_back(other[j]);
+  }
+  // Chunks as BroadcastByHost's: our copying overlaps the wire, the signals cost little.
+  const size_t chunk = std::clamp<size_t>(bytes / 8, size_t{256} << 10, size_t{2} << 20);
+  const bool as_it_arrives = t_senders.size() == 1;
+  auto forward = [&](int from, size_t off, size_t n) {
+    char* at = output + from * bytes + off;
+    for (int p : host)
+      if (p != me) std::memcpy(at_member(at, p), at, n);
+  };
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t n = std::min(chunk, bytes - off);
+    for (int p : t_targets)
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(own + off, in + off, n, call.AtMember(p, call.layout.arrivals), kWord,
+                                                1, SignalOp::kAdd, call.GlobalRank(p)));
+    for (int p : host)
+      if (p != me) std::memcpy(at_member(own + off, p), in + off, n);
+    if (in != own) std::memcpy(own + off, in + off, n);
+    if (as_it_arrives) {
+      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // our sender's chunk at the same offset
+      forward(t_senders[0], off, n);
+    }
+  }
+  if (!as_it_arrives && !t_senders.empty()) {
+    const int64_t chunks = static_cast<int64_t>((bytes + chunk - 1) / chunk);
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, chunks * static_cast<int64_t>(t_senders.size())));
+    for (int from : t_senders) forward(from, 0, bytes);
+  }
+  for (int p : host)
+    if (p != me) HPSHMEM_RETURN_IF_ERROR(Relayed(call, p));
+  return WaitRelayed(call, static_cast<int64_t>(host.size()) - 1);
+}
+
 }  // namespace
 
 Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_dim, int team) {
@@ -91,6 +190,9 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   const int me = call.me, members = call.members;
   auto* output = static_cast<char*>(out);
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, 0));  // peers may still read our slot from a pull call
+  if (!pull && bytes >= kByHostFromBytes && bytes > call.eager_bytes && SpansHosts(call) && PlanHosts(call, &t_plan) &&
+      t_plan.AnyShared())
+    return AllgatherByHost(call, output, static_cast<const char*>(in), bytes, t_plan);
   if (!pull && (bytes <= call.eager_bytes || (bytes <= kStepsMax && SpansHosts(call))))
     return AllgatherEager(call, output, in, bytes);
   if (in != output + me * bytes)
@@ -125,8 +227,10 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
             Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
         continue;
       }
-      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(output + me * bytes, in, bytes, call.AtMember(p, call.layout.arrivals),
-                                                kWord, 1, SignalOp::kAdd, call.GlobalRank(p), block_dim));
+      // From our place in the output, not from `in`: `in` may lie where a peer's piece is landing.
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(output + me * bytes, output + me * bytes, bytes,
+                                                call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd,
+                                                call.GlobalRank(p), block_dim));
     }
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, members - 1));
     return bad;

@@ -32,16 +32,11 @@ constexpr size_t kByHostFromBytes = size_t{256} << 10;
 // order when the first host's partial is carried to the second. The same
 // answer on every member (HostLeader).
 bool PlanTwoHosts(const CollectiveCall& call, int* split) {
-  const int members = call.members;
-  if (members < 3) return false;
-  const int first = hpshmem::HostLeader(call.GlobalRank(0));
-  int s = 1;
-  while (s < members && hpshmem::HostLeader(call.GlobalRank(s)) == first) ++s;
-  if (s == members || first < 0) return false;
-  const int second = hpshmem::HostLeader(call.GlobalRank(s));
-  if (second < 0) return false;
-  for (int p = s + 1; p < members; ++p)
-    if (hpshmem::HostLeader(call.GlobalRank(p)) != second) return false;
+  thread_local HostPlan plan;
+  if (call.members < 3 || !PlanHosts(call, &plan) || plan.hosts.size() != 2) return false;
+  const auto& first = plan.hosts[0];
+  const int s = static_cast<int>(first.size());
+  if (first.back() != s - 1) return false;  // [0, s) then, and the rest on the other host
   *split = s;
   return true;
 }

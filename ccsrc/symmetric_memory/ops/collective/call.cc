@@ -3,6 +3,7 @@
 // (CollectiveBegin ... CollectiveConsumed, ops.h).
 #include "ops/collective/call.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ Status Open(CollectiveCall* call, int team) {
   HPSHMEM_RETURN_IF_ERROR(CollectiveWorkspace(&base));
   if (team == kTeamWorld && TeamBlockWords(view.size) * sizeof(int64_t) > kWorkspaceBytes) {
     return Status::Unsupported("collectives support up to " +
-                               std::to_string((kWorkspaceBytes / sizeof(int64_t) - 3) / 3) + " ranks (workspace of " +
+                               std::to_string((kWorkspaceBytes / sizeof(int64_t) - 4) / 3) + " ranks (workspace of " +
                                std::to_string(kWorkspaceBytes) + " bytes)");
   }
   call->workspace = static_cast<char*>(base);
@@ -138,6 +139,34 @@ Status WaitArrivals(const CollectiveCall& call, int64_t n) {
 
 Status WaitConsumed(const CollectiveCall& call, int64_t extra) {
   return WaitCounter(call.layout.consumed, &call.counters->expected_consumed, extra, "collective consumed", call.team);
+}
+
+bool PlanHosts(const CollectiveCall& call, HostPlan* plan) {
+  plan->hosts.clear();
+  plan->host_of.assign(call.members, -1);
+  plan->index_of.assign(call.members, -1);
+  std::vector<int> leaders;  // of each host in `hosts`: few, so a search beats a map
+  for (int p = 0; p < call.members; ++p) {
+    const int leader = hpshmem::HostLeader(call.GlobalRank(p));
+    if (leader < 0) return false;
+    const size_t h = std::find(leaders.begin(), leaders.end(), leader) - leaders.begin();
+    if (h == leaders.size()) {
+      leaders.push_back(leader);
+      plan->hosts.emplace_back();
+    }
+    plan->host_of[p] = static_cast<int>(h);
+    plan->index_of[p] = static_cast<int>(plan->hosts[h].size());
+    plan->hosts[h].push_back(p);
+  }
+  return true;
+}
+
+Status WaitRelayed(const CollectiveCall& call, int64_t n) {
+  return WaitCounter(call.layout.relayed, &call.counters->expected_relayed, n, "collective relayed", call.team);
+}
+
+Status Relayed(const CollectiveCall& call, int peer) {
+  return Signal(call.AtMember(peer, call.layout.relayed), kWord, 1, SignalOp::kAdd, call.GlobalRank(peer));
 }
 
 Status Consumed(const CollectiveCall& call, int peer) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/collective/counters.h"
 #include "ops/collective/team_block.h"
@@ -89,6 +90,11 @@ Status WaitArrivals(const CollectiveCall& call, int64_t n);
 // Blocks until peers have finished every read of this rank's buffers announced
 // so far, plus `extra` more (which then count as announced).
 Status WaitConsumed(const CollectiveCall& call, int64_t extra);
+// Blocks until `n` more host-mates' copies into this rank's buffers are
+// reported (Relayed): the by-host calls, whose `arrivals` count the network's.
+Status WaitRelayed(const CollectiveCall& call, int64_t n);
+// Tells host-mate `peer` that this rank has finished copying into its buffers.
+Status Relayed(const CollectiveCall& call, int peer);
 // Tells member `peer` that this rank has finished reading its buffers.
 Status Consumed(const CollectiveCall& call, int peer);
 // Tells every peer this rank is done reading its buffers, then waits until
@@ -131,6 +137,22 @@ Status Agree(const CollectiveCall& call, int64_t epoch, int64_t count, int64_t p
 // Whether a member's memory is not mapped here (it lives on another host):
 // the same answer on every member, since mapping follows the host.
 inline bool SpansHosts(const CollectiveCall& call) { return call.counters->spans_hosts == 2; }
+
+// The team's members by host: hosts in the order of their first members,
+// each host's members in team-rank order. The same on every member
+// (hpshmem::HostLeader).
+struct HostPlan {
+  std::vector<std::vector<int>> hosts;
+  std::vector<int> host_of;   // member -> its host's index in `hosts`
+  std::vector<int> index_of;  // member -> its index among its host's members
+  bool AnyShared() const {
+    for (const auto& h : hosts)
+      if (h.size() > 1) return true;
+    return false;
+  }
+};
+// Fills *plan; false when a member's host is unknown (not initialized).
+bool PlanHosts(const CollectiveCall& call, HostPlan* plan);
 
 // Ends an eager call whose headers disagreed: every member fails alike with
 // kCollectiveMismatch, whichever path it took (Agree reads the arguments of

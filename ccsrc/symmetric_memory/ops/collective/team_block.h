@@ -1,6 +1,6 @@
 // What a team's block in each member's workspace (hpshmem::TeamBlockBytes)
 // holds for the collectives, int64 words unless said otherwise. W members:
-//   ready[W], arrivals, consumed, mismatch, place[2W]   (CollectiveLayout),
+//   ready[W], arrivals, consumed, mismatch, relayed, place[2W]   (CollectiveLayout),
 //   rounded up to 8 words, then
 //   2W eager slots (per call parity, one per sender) of kEagerHeaderBytes +
 //   EagerSlotBytes(W) bytes each, for teams of at most 2048 members.
@@ -24,6 +24,10 @@ struct CollectiveLayout {
   int64_t* arrivals;  // put-with-signal ADDs received (push collectives)
   int64_t* consumed;  // reads of this rank's buffers completed by peers (pull)
   int64_t* mismatch;  // peers that found this rank's sizes inconsistent
+  // Host-mates' copies into this rank's buffers (the by-host calls): apart
+  // from `arrivals`, which then counts what comes over the network, so that
+  // a count of either tells which data is here.
+  int64_t* relayed;
   // place[2p], place[2p+1] for peer p, written by p with ready[p]. alltoall
   // push: byte offset in p's receive buffer for this rank's piece, and the
   // elements p expects; pull: workspace-relative byte offset of p's piece
@@ -33,11 +37,11 @@ struct CollectiveLayout {
 
 // The layout of a block that starts at `words`, for a team of `members`.
 inline CollectiveLayout LayoutAt(int64_t* words, int members) {
-  return {words, words + members, words + members + 1, words + members + 2, words + members + 3};
+  return {words, words + members, words + members + 1, words + members + 2, words + members + 3, words + members + 4};
 }
 
 // Words before the eager slots in a team block (CollectiveLayout, rounded to 64 bytes).
-constexpr size_t TeamWordsBeforeEager(int members) { return (3 * static_cast<size_t>(members) + 3 + 7) / 8 * 8; }
+constexpr size_t TeamWordsBeforeEager(int members) { return (3 * static_cast<size_t>(members) + 4 + 7) / 8 * 8; }
 
 // Eager slots: each member keeps, per sender and per call parity, a slot of
 // kEagerHeaderBytes + EagerSlotBytes(members) bytes into which a sender may
