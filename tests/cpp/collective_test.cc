@@ -263,80 +263,125 @@ float Spread(int src, size_t i, int call) {
 
 }  // namespace
 
+namespace {
+
+// Allreduces of float32 values whose sums depend on their order over team
+// `team` (members `pes`, this rank among them) must come out bit for bit as a
+// sum over the members in team-rank order: every op, in place and from a
+// separate source, each of `counts` elements; every element of `buf` and the
+// one past it are checked, and the source must be left as it was. Then an
+// int32 sum over the whole range (integers wrap alike on every path).
+void CheckAllreduceInRankOrder(int rank, const std::vector<int>& pes, int team, int call, void* buf,
+                               std::initializer_list<size_t> counts) {
+  using hpshmem::ops::DType;
+  using hpshmem::ops::ReduceOp;
+  auto* f = static_cast<float*>(buf);
+  std::string name = "team [";
+  for (int p : pes) name += std::to_string(p) + (p == pes.back() ? "]" : ", ");
+  for (size_t count : counts) {
+    for (int op = 0; op < 5; ++op, ++call) {
+      const bool separate = call % 2 == 1;
+      // Products of values near 1, so that they neither overflow nor vanish.
+      auto value = [&](int src, size_t i) {
+        const float v = Spread(src, i, call);
+        return op == 4 ? 1.0f + v / 512.0f : v;
+      };
+      std::vector<float> src(count);
+      for (size_t i = 0; i < count; ++i) src[i] = value(rank, i);
+      for (size_t i = 0; i <= count; ++i) f[i] = separate || i == count ? -777.0f : src[i];
+      RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kFloat32, static_cast<ReduceOp>(op),
+                                        hpshmem::ops::AllreduceAlgorithm::kAuto, team,
+                                        separate ? src.data() : nullptr));
+      size_t wrong = 0, first = 0;
+      for (size_t i = 0; i < count; ++i) {
+        float want = value(pes[0], i);
+        for (size_t p = 1; p < pes.size(); ++p) {
+          const float v = value(pes[p], i);
+          want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
+        }
+        if (op == 1) want /= static_cast<float>(pes.size());
+        if (std::memcmp(&f[i], &want, 4) != 0 && wrong++ == 0) first = i;
+      }
+      const std::string what = name + ", op " + std::to_string(op) + ", " + std::to_string(count) + " floats" +
+                               (separate ? " from a separate source" : "");
+      RCHECK(wrong == 0, what + ": " + std::to_string(wrong) + " wrong, the first at " + std::to_string(first));
+      RCHECK(f[count] == -777.0f, what + " wrote past its size");
+      for (size_t i = 0; i < count; ++i) RCHECK(src[i] == value(rank, i), what + " changed its source");
+    }
+  }
+  auto* i32 = static_cast<int32_t*>(buf);
+  const size_t count = 65536 + 7;
+  for (size_t i = 0; i < count; ++i) i32[i] = static_cast<int32_t>(Mix(i * 5 + rank));
+  RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt32, ReduceOp::kSum, hpshmem::ops::AllreduceAlgorithm::kAuto,
+                                    team));
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t want = 0;
+    for (int p : pes) want += static_cast<uint32_t>(static_cast<int32_t>(Mix(i * 5 + p)));
+    RCHECK(static_cast<uint32_t>(i32[i]) == want, name + ": int32 sum at " + std::to_string(i));
+  }
+}
+
+// Runs CheckAllreduceInRankOrder over each team of `teams` this rank is in
+// (the world where the list is 0..n-1), creating and destroying the others.
+void CheckAllreduceTeams(int rank, int n, const std::vector<std::vector<int>>& teams, void* buf,
+                         std::initializer_list<size_t> counts) {
+  for (size_t t = 0; t < teams.size(); ++t) {
+    const std::vector<int>& pes = teams[t];
+    if (std::find(pes.begin(), pes.end(), rank) == pes.end()) continue;
+    std::vector<int> world(n);
+    std::iota(world.begin(), world.end(), 0);
+    int team = hpshmem::kTeamWorld;
+    if (pes != world) RCHECK_OK(hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &team));
+    // The same call numbers on every member, whichever teams it skipped.
+    CheckAllreduceInRankOrder(rank, pes, team, static_cast<int>(t) * 100, buf, counts);
+    if (team != hpshmem::kTeamWorld) RCHECK_OK(hpshmem::TeamDestroy(team));
+  }
+}
+
+}  // namespace
+
 // Allreduce on two hosts whose members are consecutive team ranks, one host
 // holding several (across simulated hosts: from 256 KiB each host's partial
-// crosses once each way; elsewhere the usual paths): float32 values whose sums
-// depend on their order must come out bit for bit as a sum over the members in
-// team-rank order; every op, in place and from a separate source, sizes on
-// both sides of the threshold and over several chunks with an odd tail; the
-// world, a team whose first host holds one member ([3, 0, 1]) and one whose
-// hosts interleave ([0, 2, 1, 3]: the usual paths). Every element of `data`
-// and the one past it are checked, and `src` must be left as it was.
+// goes on to the other and the result comes back; elsewhere the usual paths):
+// sizes on both sides of the threshold and over several chunks with an odd
+// tail; the world, a team whose first host holds one member ([3, 0, 1]) and
+// one whose hosts interleave ([0, 2, 1, 3]: the usual paths).
 TEST(Collective, AllreduceByHostKeepsTheRankOrder4Ranks) {
   auto r = RunJob(4, [](int rank, int n) {
-    using hpshmem::ops::DType;
-    using hpshmem::ops::ReduceOp;
     const size_t most = (3 << 20) / 4 + 2;
     void* buf;
     RCHECK_OK(hpshmem::Malloc(most * 4, &buf));
-    auto* f = static_cast<float*>(buf);
-    std::vector<std::vector<int>> teams = {{0, 1, 2, 3}, {3, 0, 1}, {0, 2, 1, 3}};
-    for (size_t t = 0; t < teams.size(); ++t) {
-      const std::vector<int>& pes = teams[t];
-      int call = static_cast<int>(t) * 100;  // the same on every member, whichever teams it skipped
-      const int me = static_cast<int>(std::find(pes.begin(), pes.end(), rank) - pes.begin());
-      if (me == static_cast<int>(pes.size())) continue;
-      int team = hpshmem::kTeamWorld;
-      if (pes.size() != static_cast<size_t>(n) || pes[1] != 1)
-        RCHECK_OK(hpshmem::TeamCreate(pes.data(), static_cast<int>(pes.size()), &team));
-      const std::string name = "team [" + std::to_string(pes[0]) + ", " + std::to_string(pes[1]) + ", ...]";
-      for (size_t count : {size_t{65535}, size_t{65539}, size_t{262147}, most - 1}) {
-        for (int op = 0; op < 5; ++op, ++call) {
-          const bool separate = call % 2 == 1;
-          // Products of values near 1, so that they neither overflow nor vanish.
-          auto value = [&](int src, size_t i) {
-            const float v = Spread(src, i, call);
-            return op == 4 ? 1.0f + v / 512.0f : v;
-          };
-          std::vector<float> src(count);
-          for (size_t i = 0; i < count; ++i) src[i] = value(rank, i);
-          for (size_t i = 0; i <= count; ++i) f[i] = separate || i == count ? -777.0f : src[i];
-          RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kFloat32, static_cast<ReduceOp>(op),
-                                            hpshmem::ops::AllreduceAlgorithm::kAuto, team,
-                                            separate ? src.data() : nullptr));
-          size_t wrong = 0, first = 0;
-          for (size_t i = 0; i < count; ++i) {
-            float want = value(pes[0], i);
-            for (size_t p = 1; p < pes.size(); ++p) {
-              const float v = value(pes[p], i);
-              want = op <= 1 ? want + v : op == 2 ? std::max(want, v) : op == 3 ? std::min(want, v) : want * v;
-            }
-            if (op == 1) want /= static_cast<float>(pes.size());
-            if (std::memcmp(&f[i], &want, 4) != 0 && wrong++ == 0) first = i;
-          }
-          const std::string what = name + ", op " + std::to_string(op) + ", " + std::to_string(count) + " floats" +
-                                   (separate ? " from a separate source" : "");
-          RCHECK(wrong == 0, what + ": " + std::to_string(wrong) + " wrong, the first at " + std::to_string(first));
-          RCHECK(f[count] == -777.0f, what + " wrote past its size");
-          for (size_t i = 0; i < count; ++i) RCHECK(src[i] == value(rank, i), what + " changed its source");
-        }
-      }
-      // Integers wrap alike on every path: int32 sums over the whole range.
-      auto* i32 = static_cast<int32_t*>(buf);
-      const size_t count = 65536 + 7;
-      for (size_t i = 0; i < count; ++i) i32[i] = static_cast<int32_t>(Mix(i * 5 + rank));
-      RCHECK_OK(hpshmem::ops::Allreduce(buf, count, DType::kInt32, ReduceOp::kSum,
-                                        hpshmem::ops::AllreduceAlgorithm::kAuto, team));
-      for (size_t i = 0; i < count; ++i) {
-        uint32_t want = 0;
-        for (int p : pes) want += static_cast<uint32_t>(static_cast<int32_t>(Mix(i * 5 + p)));
-        RCHECK(static_cast<uint32_t>(i32[i]) == want, name + ": int32 sum at " + std::to_string(i));
-      }
-      if (team != hpshmem::kTeamWorld) RCHECK_OK(hpshmem::TeamDestroy(team));
-    }
+    CheckAllreduceTeams(rank, n, {{0, 1, 2, 3}, {3, 0, 1}, {0, 2, 1, 3}}, buf,
+                        {size_t{65535}, size_t{65539}, size_t{262147}, most - 1});
     RCHECK_OK(hpshmem::Free(buf));
     RCHECK_OK(hpshmem::Barrier());
   });
+  EXPECT_TRUE(r.AllOk()) << r.Describe();
+}
+
+// Allreduce along three hosts ({0, 1}, {2, 3, 4}, {5}): partials go on from
+// host to host and the result comes back through a middle host; teams whose
+// middle host holds one member ([2, 3, 4, 5, 0, 1]) and whose first does
+// ([5, 0, 1, 2]).
+TEST(Collective, AllreduceByHostAlongThreeHosts6Ranks) {
+  hptest::JobOptions opts;
+  opts.heap_bytes = 16 << 20;
+  opts.before_init = [](int rank, int) {
+    setenv("HYPER_PARALLEL_SHMEM_HOST_ID", rank < 2 ? "hostA" : rank < 5 ? "hostB" : "hostC", 1);
+    setenv("UCX_TLS", "tcp,self", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+  };
+  auto r = RunJob(
+      6,
+      [](int rank, int n) {
+        void* buf;
+        RCHECK_OK(hpshmem::Malloc((1 << 20) + 64, &buf));
+        CheckAllreduceTeams(rank, n, {{0, 1, 2, 3, 4, 5}, {2, 3, 4, 5, 0, 1}, {5, 0, 1, 2}}, buf,
+                            {size_t{65539}, size_t{262147}});
+        RCHECK_OK(hpshmem::Free(buf));
+        RCHECK_OK(hpshmem::Barrier());
+      },
+      opts);
   EXPECT_TRUE(r.AllOk()) << r.Describe();
 }
 

@@ -3,8 +3,9 @@
 // its block, then puts it into every member's block); across hosts, up to an
 // eager slot, every member sends its values to every peer (ReduceEager), and
 // up to kAllreduceStepsMaxBytes two-shot's halves go as eager steps (AllreduceInSteps);
-// on two hosts with several members on one, from kByHostFromBytes, each host's
-// partial crosses once each way (AllreduceByHost).
+// when the hosts hold ranges of consecutive team ranks, one several, from
+// kByHostFromBytes, each host's partial goes on to the next and the result
+// comes back, crossing between neighbouring hosts once each way (AllreduceByHost).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -18,51 +19,55 @@ namespace {
 
 using namespace collective;
 
-thread_local Scratch t_result;  // the one-shot result; AllreduceByHost: a second host leader's own values
+thread_local Scratch t_result;  // the one-shot result; AllreduceByHost: a later host leader's own values
 thread_local std::vector<const void*> t_blocks;
 
-// From this size an allreduce whose team lies on two hosts, one holding several
-// members, goes by host (AllreduceByHost); below, AllreduceInSteps' messages
-// in both directions at once beat the chain's two crossings one after the other.
+// From this size an allreduce across hosts whose members form ranges of
+// consecutive team ranks, one host holding several, goes by host
+// (AllreduceByHost); below, AllreduceInSteps' messages in both directions at
+// once beat the chain's crossings one after the other.
 constexpr size_t kByHostFromBytes = size_t{256} << 10;
 
-// Where an allreduce can go by host: the team's members lie on exactly two
-// hosts, each a range of consecutive team ranks [0, *split) and [*split, W),
-// one of which holds several members. The ranges keep the sum in team-rank
-// order when the first host's partial is carried to the second. The same
-// answer on every member (HostLeader).
-bool PlanTwoHosts(const CollectiveCall& call, int* split) {
-  thread_local HostPlan plan;
-  if (call.members < 3 || !PlanHosts(call, &plan) || plan.hosts.size() != 2) return false;
-  const auto& first = plan.hosts[0];
-  const int s = static_cast<int>(first.size());
-  if (first.back() != s - 1) return false;  // [0, s) then, and the rest on the other host
-  *split = s;
+thread_local HostPlan t_plan;
+
+// Where an allreduce can go by host: every host's members are a range of
+// consecutive team ranks (hosts in the order of their ranges, as PlanHosts
+// lists them), so that carrying each host's partial on to the next keeps the
+// sum in team-rank order, and some host holds several members.
+bool PlanChain(const CollectiveCall& call, HostPlan* plan) {
+  if (call.members < 3 || !PlanHosts(call, plan) || plan->hosts.size() < 2 || !plan->AnyShared()) return false;
+  int next = 0;
+  for (const auto& host : plan->hosts)
+    for (int p : host)
+      if (p != next++) return false;
   return true;
 }
 
-// Allreduce on two hosts, the first holding members [0, split): the first
-// member of each host (its leader) reads its host-mates' values in place.
-// Chunk by chunk, the first leader reduces its host's values into its buffer
-// and puts that partial into the second leader's buffer; the second adds its
-// host's values to it in team-rank order (so the bits are those of a sum over
-// all members in order: accumulators are the element type, half precision
-// excepted, which does not come here) and puts the result back; each leader
-// tells its host-mates of each result chunk and they copy it from its buffer.
-// The tensor crosses once each way, where AllreduceInSteps sends every
-// member's share to every member of the other host. All agree first, through
-// one header per peer pair (the eager calls' first step), before anything is
-// written. Host-mates bring their values into `data` and tell their leader
-// (its consumed count), and tell it again once they have copied the result.
+// Allreduce along the chain of hosts (PlanChain): the first member of each
+// host (its leader) reads its host-mates' values in place. Chunk by chunk,
+// the first host's leader reduces its host's values into its buffer and puts
+// that partial into the next leader's buffer; each leader adds its own host's
+// values to what it receives, in team-rank order, and puts it on, so that the
+// last one holds the result, with the bits of a sum over all members in order
+// (accumulators are the element type: half precision, accumulated in float32,
+// does not come here). The result goes back leader by leader, and each
+// leader tells its host-mates of each result chunk; they copy it from its
+// buffer. The tensor crosses between neighbouring hosts once each way, where
+// AllreduceInSteps sends every member's share to every member of every other
+// host. Partials count as arrivals, results coming back as relayed. All agree
+// first, through one header per peer pair (the eager calls' first step),
+// before anything is written. Host-mates bring their values into `data` and
+// tell their leader (its consumed count), and tell it again once they have
+// copied the result.
 Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, size_t count, DType dtype, ReduceOp op,
-                       int64_t packed, int split, const char* what) {
+                       int64_t packed, const HostPlan& plan, const char* what) {
   const int me = call.me, members = call.members;
   const size_t item = DTypeSize(dtype), bytes = count * item;
-  const int leader = me < split ? 0 : split, host_end = me < split ? split : members;
-  const int mates = host_end - leader - 1;
-  const int other = me < split ? split : 0;  // the other host's leader
-  // The second leader receives the partial into `data`: its own values must be elsewhere first.
-  if (me == split && in == data) {
+  const int h = plan.host_of[me], last = static_cast<int>(plan.hosts.size()) - 1;
+  const std::vector<int>& host = plan.hosts[h];
+  const int leader = host.front(), mates = static_cast<int>(host.size()) - 1;
+  // A leader past the first receives the partial into `data`: its own values must be elsewhere first.
+  if (me == leader && h > 0 && in == data) {
     char* own = t_result.Get(bytes);
     if (bytes) std::memcpy(own, data, bytes);
     in = own;
@@ -70,9 +75,9 @@ Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, s
   int64_t epoch;
   HPSHMEM_RETURN_IF_ERROR(
       ExchangeEager(call, static_cast<int64_t>(count), packed, [](int) { return Piece{nullptr, 0}; }, &epoch, what));
-  // Chunks small enough that the second host's work overlaps the first's and
-  // the wire, large enough that the signals between them cost little (as
-  // BroadcastByHost's).
+  // Chunks small enough that the next host's work overlaps this one's and the
+  // wire, large enough that the signals between them cost little (as
+  // BroadcastByHost's; 64 KiB chunks measured slower from 256 KiB to 1 MiB).
   const size_t chunk = std::clamp<size_t>(bytes / 8, size_t{256} << 10, size_t{2} << 20) / item * item;
   if (me != leader) {
     if (in != data && bytes) std::memcpy(data, in, bytes);
@@ -87,41 +92,49 @@ Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, s
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, mates));  // every host-mate's values are in its `data`
   t_blocks.resize(mates + 2);
   auto mates_from = [&](size_t off, int at) {
-    for (int p = leader + 1; p < host_end; ++p) {
-      const void* direct = hpshmem::Ptr(data + off, call.GlobalRank(p));
+    for (int k = 1; k <= mates; ++k) {
+      const void* direct = hpshmem::Ptr(data + off, call.GlobalRank(host[k]));
       if (!direct) return Status::Internal(std::string(what) + ": a host-mate's buffer is not mapped here");
       t_blocks[at++] = direct;
     }
     return Status::OK();
   };
   auto tell_mates = [&]() {
-    for (int p = leader + 1; p < host_end; ++p)
+    for (int k = 1; k <= mates; ++k)
       HPSHMEM_RETURN_IF_ERROR(
-          Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+          Signal(call.AtMember(host[k], call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(host[k])));
     return Status::OK();
   };
-  // The partial of a sum-then-divide stays a sum.
-  const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  // Partials of a sum-then-divide stay sums; the last leader divides.
+  const ReduceOp step_op = h < last ? (op == ReduceOp::kAvg ? ReduceOp::kSum : op) : op;
+  const int up = h < last ? plan.hosts[h + 1].front() : -1, down = h > 0 ? plan.hosts[h - 1].front() : -1;
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t n = std::min(chunk, bytes - off);
-    if (me == 0) {
-      t_blocks[0] = in + off;
-      HPSHMEM_RETURN_IF_ERROR(mates_from(off, 1));
-      HPSHMEM_RETURN_IF_ERROR(ReduceInto(data + off, t_blocks.data(), mates + 1, n / item, dtype, partial, members));
-    } else {
-      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // the first host's partial, in `data`
-      t_blocks[0] = data + off;
-      t_blocks[1] = in + off;
-      HPSHMEM_RETURN_IF_ERROR(mates_from(off, 2));
-      HPSHMEM_RETURN_IF_ERROR(ReduceInto(data + off, t_blocks.data(), mates + 2, n / item, dtype, op, members));
+    int at = 0;
+    if (h > 0) {
+      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // the partial of the hosts before, in `data`
+      t_blocks[at++] = data + off;
     }
-    HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data + off, data + off, n, call.AtMember(other, call.layout.arrivals),
-                                              kWord, 1, SignalOp::kAdd, call.GlobalRank(other)));
-    if (me == split) HPSHMEM_RETURN_IF_ERROR(tell_mates());
+    t_blocks[at++] = in + off;
+    HPSHMEM_RETURN_IF_ERROR(mates_from(off, at));
+    HPSHMEM_RETURN_IF_ERROR(ReduceInto(data + off, t_blocks.data(), at + mates, n / item, dtype, step_op, members));
+    if (h < last) {
+      HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data + off, data + off, n, call.AtMember(up, call.layout.arrivals),
+                                                kWord, 1, SignalOp::kAdd, call.GlobalRank(up)));
+    } else {
+      if (down >= 0)
+        HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data + off, data + off, n, call.AtMember(down, call.layout.relayed),
+                                                  kWord, 1, SignalOp::kAdd, call.GlobalRank(down)));
+      HPSHMEM_RETURN_IF_ERROR(tell_mates());
+    }
   }
-  if (me == 0) {
+  if (h < last) {
     for (size_t off = 0; off < bytes; off += chunk) {
-      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));  // the result, in `data`
+      HPSHMEM_RETURN_IF_ERROR(WaitRelayed(call, 1));  // the result, in `data`
+      if (down >= 0)
+        HPSHMEM_RETURN_IF_ERROR(ops::PutMemSignal(data + off, data + off, std::min(chunk, bytes - off),
+                                                  call.AtMember(down, call.layout.relayed), kWord, 1, SignalOp::kAdd,
+                                                  call.GlobalRank(down)));
       HPSHMEM_RETURN_IF_ERROR(tell_mates());
     }
   }
@@ -192,11 +205,11 @@ Status Allreduce(void* data, size_t count, DType dtype, ReduceOp op, AllreduceAl
     if (bytes) std::memcpy(buffer, out, bytes);
     return Status::OK();
   }
-  int split;
   if (algorithm_was_auto && bytes >= kByHostFromBytes && SpansHosts(call) && dtype != DType::kFloat16 &&
-      dtype != DType::kBFloat16 && PlanTwoHosts(call, &split)) {
+      dtype != DType::kBFloat16 && PlanChain(call, &t_plan)) {
     return AllreduceByHost(call, buffer, src ? static_cast<const char*>(src) : buffer, count, dtype, op,
-                           Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24), split, what);
+                           Pack(static_cast<int>(dtype), static_cast<int>(op), Place(call, buffer) << 24), t_plan,
+                           what);
   }
   if (algorithm_was_auto && call.members > 1 && bytes <= kAllreduceStepsMaxBytes && SpansHosts(call)) {
     return AllreduceInSteps(call, buffer, src ? static_cast<const char*>(src) : buffer, count, dtype, op,

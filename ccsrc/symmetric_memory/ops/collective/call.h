@@ -90,8 +90,8 @@ Status WaitArrivals(const CollectiveCall& call, int64_t n);
 // Blocks until peers have finished every read of this rank's buffers announced
 // so far, plus `extra` more (which then count as announced).
 Status WaitConsumed(const CollectiveCall& call, int64_t extra);
-// Blocks until `n` more host-mates' copies into this rank's buffers are
-// reported (Relayed): the by-host calls, whose `arrivals` count the network's.
+// Blocks until `n` more relayed deliveries (CollectiveLayout::relayed) have
+// reached this rank: host-mates' copies (Relayed) or puts that signal it.
 Status WaitRelayed(const CollectiveCall& call, int64_t n);
 // Tells host-mate `peer` that this rank has finished copying into its buffers.
 Status Relayed(const CollectiveCall& call, int peer);

@@ -24,9 +24,10 @@ struct CollectiveLayout {
   int64_t* arrivals;  // put-with-signal ADDs received (push collectives)
   int64_t* consumed;  // reads of this rank's buffers completed by peers (pull)
   int64_t* mismatch;  // peers that found this rank's sizes inconsistent
-  // Host-mates' copies into this rank's buffers (the by-host calls): apart
-  // from `arrivals`, which then counts what comes over the network, so that
-  // a count of either tells which data is here.
+  // Data passed on to this rank by the by-host calls, counted apart from
+  // `arrivals` so that a count of either tells which data is here: an
+  // allgather's host-mates' copies, an allreduce's result coming back down
+  // the chain of hosts.
   int64_t* relayed;
   // place[2p], place[2p+1] for peer p, written by p with ready[p]. alltoall
   // push: byte offset in p's receive buffer for this rank's piece, and the
