@@ -634,6 +634,16 @@ TEST(Collective, ReducingMismatchAcrossTheEagerSlotFailsEveryRank4Ranks) {
         }
       }
     }
+    // The same bytes as another dtype: across hosts the others' int64 allreduce goes by host, rank 3's
+    // bfloat16 (never by host) in eager steps; then a dtype that also goes by host (float64).
+    for (DType odd : {DType::kBFloat16, DType::kFloat64}) {
+      for (size_t i = 0; i < cap; ++i) v[i] = rank * 1000 + static_cast<int64_t>(i);
+      const size_t count = rank == 3 && odd == DType::kBFloat16 ? 4 * 140001 : 140001;
+      hpshmem::Status s = hpshmem::ops::Allreduce(buf, count, rank == 3 ? odd : DType::kInt64, ReduceOp::kMax);
+      RCHECK(s.code() == Code::kCollectiveMismatch, "dtype, rank " + std::to_string(rank) + ": " + s.ToString());
+      for (size_t i = 0; i < cap; ++i)
+        RCHECK(v[i] == rank * 1000 + static_cast<int64_t>(i), "dtype mismatch wrote element " + std::to_string(i));
+    }
     RCHECK_OK(hpshmem::Barrier());
   });
   EXPECT_TRUE(r.AllOk()) << r.Describe();
