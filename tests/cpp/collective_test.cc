@@ -351,7 +351,7 @@ TEST(Collective, AllreduceByHostKeepsTheRankOrder4Ranks) {
     const size_t most = (3 << 20) / 4 + 2;
     void* buf;
     RCHECK_OK(hpshmem::Malloc(most * 4, &buf));
-    CheckAllreduceTeams(rank, n, {{0, 1, 2, 3}, {3, 0, 1}, {0, 2, 1, 3}}, buf,
+    CheckAllreduceTeams(rank, n, {{0, 1, 2, 3}, {3, 0, 1}, {0, 2, 1, 3}, {2, 1}, {3, 0}}, buf,
                         {size_t{65535}, size_t{65539}, size_t{262147}, most - 1});
     RCHECK_OK(hpshmem::Free(buf));
     RCHECK_OK(hpshmem::Barrier());
@@ -660,43 +660,47 @@ TEST(Collective, AllgatherByHostEverySizeAndPlace4Ranks) {
   auto r = RunJob(
       4,
       [](int rank, int n) {
-        const size_t sizes[] = {(64 << 10) - 1, 64 << 10, 300007, (3 << 20) + 5};
+        const size_t sizes[] = {(64 << 10) - 1, 64 << 10, (256 << 10) - 1, 300007, (3 << 20) + 5};
         const size_t most = (3 << 20) + 5;
         void* out;
         RCHECK_OK(hpshmem::Malloc(most * n + 1, &out));
         auto* o = static_cast<unsigned char*>(out);
-        const std::vector<std::vector<int>> teams = {{0, 1, 2, 3}, {1, 2, 0, 3}};
-        int call = 0;
+        const std::vector<std::vector<int>> teams = {{0, 1, 2, 3}, {1, 2, 0, 3}, {2, 1}, {3, 0}};
         for (size_t t = 0; t < teams.size(); ++t) {
           const std::vector<int>& pes = teams[t];
           const int me = static_cast<int>(std::find(pes.begin(), pes.end(), rank) - pes.begin());
+          if (me == static_cast<int>(pes.size())) continue;
+          const int w = static_cast<int>(pes.size());
+          int call = static_cast<int>(t) * 100;  // the same on every member, whichever teams it skipped
           int team = hpshmem::kTeamWorld;
-          if (t > 0) RCHECK_OK(hpshmem::TeamCreate(pes.data(), n, &team));
+          if (t > 0) RCHECK_OK(hpshmem::TeamCreate(pes.data(), w, &team));
+          std::string name = "team [";
+          for (int p : pes) name += std::to_string(p) + (p == pes.back() ? "], " : ", ");
           for (size_t bytes : sizes) {
             for (int where = 0; where < 3; ++where, ++call) {
               std::vector<unsigned char> mine(bytes);
               for (size_t i = 0; i < bytes; ++i) mine[i] = Mixed(rank, i, call);
-              std::memset(o, 0xEE, bytes * n + 1);
+              std::memset(o, 0xEE, bytes * w + 1);
               // 0: a private buffer; 1: our own place in the output; 2: the place of the next member's piece.
-              const int place = where == 1 ? me : (me + 1) % n;
+              const int place = where == 1 ? me : (me + 1) % w;
               const void* in = mine.data();
               if (where > 0) {
                 std::memcpy(o + place * bytes, mine.data(), bytes);
                 in = o + place * bytes;
               }
               RCHECK_OK(hpshmem::ops::Allgather(out, in, bytes, /*pull=*/false, 0, team));
-              const std::string what = (t ? "team [1, 2, 0, 3], " : "world, ") + std::to_string(bytes) + " B, piece " +
+              const std::string what = name + std::to_string(bytes) + " B, piece " +
                                        (where == 0   ? "private"
                                         : where == 1 ? "in place"
                                                      : "elsewhere");
-              for (int p = 0; p < n; ++p) {
+              for (int p = 0; p < w; ++p) {
                 size_t wrong = 0, first = 0;
                 for (size_t i = 0; i < bytes; ++i)
                   if (o[p * bytes + i] != Mixed(pes[p], i, call) && wrong++ == 0) first = i;
                 RCHECK(wrong == 0, what + ": member " + std::to_string(p) + "'s piece: " + std::to_string(wrong) +
                                        " bytes wrong, the first at " + std::to_string(first));
               }
-              RCHECK(o[bytes * n] == 0xEE, what + " wrote past the output");
+              RCHECK(o[bytes * w] == 0xEE, what + " wrote past the output");
             }
           }
           if (team != hpshmem::kTeamWorld) RCHECK_OK(hpshmem::TeamDestroy(team));

@@ -26,9 +26,12 @@ using namespace collective;
 // 73 ms.
 constexpr size_t kStepsMax = size_t{16} << 20;
 
-// From this size a pushed allgather across hosts, some holding several
-// members, goes by host (AllgatherByHost).
+// From these sizes a pushed allgather across hosts goes by host
+// (AllgatherByHost): when some host holds several members, and between two
+// members on two hosts, where its chunked puts beat the eager steps (two real
+// hosts, 256 KiB to 16 MiB: 1.4-2.6x faster).
 constexpr size_t kByHostFromBytes = size_t{64} << 10;
+constexpr size_t kPairByHostFromBytes = size_t{256} << 10;
 
 thread_local Scratch t_piece;                        // our piece, when `in` overlaps the output where others' go
 thread_local std::vector<int> t_targets, t_senders;  // AllgatherByHost's, per call
@@ -94,9 +97,9 @@ Status AllgatherEager(const CollectiveCall& call, char* output, const void* in, 
   return Status::OK();
 }
 
-// Allgather when some host holds several members: each piece crosses to
-// every other host once, where the other paths send it to every member
-// there. The member with index i among its host's k members puts its piece,
+// Allgather when some host holds several members (or between two members on
+// two hosts): each piece crosses to every other host once, where the other
+// paths send it to every member there. The member with index i among its host's k members puts its piece,
 // chunk by chunk, into the member with index i mod k' of each other host (of
 // k' members), and copies it into its host-mates' outputs; it copies on into
 // them the pieces put into it. With one such sender (two hosts of equal size)
@@ -191,7 +194,7 @@ Status Allgather(void* out, const void* in, size_t bytes, bool pull, int block_d
   auto* output = static_cast<char*>(out);
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, 0));  // peers may still read our slot from a pull call
   if (!pull && bytes >= kByHostFromBytes && bytes > call.eager_bytes && SpansHosts(call) && PlanHosts(call, &t_plan) &&
-      t_plan.AnyShared())
+      (t_plan.AnyShared() || (members == 2 && bytes >= kPairByHostFromBytes)))
     return AllgatherByHost(call, output, static_cast<const char*>(in), bytes, t_plan);
   if (!pull && (bytes <= call.eager_bytes || (bytes <= kStepsMax && SpansHosts(call))))
     return AllgatherEager(call, output, in, bytes);

@@ -33,9 +33,12 @@ thread_local HostPlan t_plan;
 // Where an allreduce can go by host: every host's members are a range of
 // consecutive team ranks (hosts in the order of their ranges, as PlanHosts
 // lists them), so that carrying each host's partial on to the next keeps the
-// sum in team-rank order, and some host holds several members.
+// sum in team-rank order, and some host holds several members — or there
+// are two hosts of one member each, where the chain's chunked puts beat the
+// eager steps too (two real hosts, 256 KiB to 4 MiB: 1.1-1.8x faster).
 bool PlanChain(const CollectiveCall& call, HostPlan* plan) {
-  if (call.members < 3 || !PlanHosts(call, plan) || plan->hosts.size() < 2 || !plan->AnyShared()) return false;
+  if (call.members < 2 || !PlanHosts(call, plan) || plan->hosts.size() < 2) return false;
+  if (!plan->AnyShared() && plan->hosts.size() != 2) return false;
   int next = 0;
   for (const auto& host : plan->hosts)
     for (int p : host)
