@@ -99,10 +99,10 @@ Status AllgatherEager(const CollectiveCall& call, char* output, const void* in, 
 
 // Allgather when some host holds several members (or between two members on
 // two hosts): each piece crosses to every other host once, where the other
-// paths send it to every member there. The member with index i among its host's k members puts its piece,
-// chunk by chunk, into the member with index i mod k' of each other host (of
-// k' members), and copies it into its host-mates' outputs; it copies on into
-// them the pieces put into it. With one such sender (two hosts of equal size)
+// paths send it to every member there. The member with index i among its
+// host's k members puts its piece, chunk by chunk, into the member with index
+// i mod k' of each other host (of k' members), and copies it into its
+// host-mates' outputs; it copies on into them the pieces put into it. With one such sender (two hosts of equal size)
 // each chunk goes on as it arrives (one arrival per chunk, in order on one
 // route); with several, once all have arrived, as arrivals only count. Only
 // puts over the network count as arrivals, host-mates' copies apart

@@ -83,7 +83,7 @@ Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, s
   // BroadcastByHost's; 64 KiB chunks measured slower from 256 KiB to 1 MiB).
   const size_t chunk = std::clamp<size_t>(bytes / 8, size_t{256} << 10, size_t{2} << 20) / item * item;
   if (me != leader) {
-    if (in != data && bytes) std::memcpy(data, in, bytes);
+    if (in != data && bytes) std::memmove(data, in, bytes);
     HPSHMEM_RETURN_IF_ERROR(Consumed(call, leader));  // our values are in `data`
     for (size_t off = 0; off < bytes; off += chunk) {
       HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));

@@ -3,9 +3,9 @@
 // (CollectiveBegin ... CollectiveConsumed, ops.h).
 #include "ops/collective/call.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/collective/wait_note.h"
@@ -145,15 +145,14 @@ bool PlanHosts(const CollectiveCall& call, HostPlan* plan) {
   plan->hosts.clear();
   plan->host_of.assign(call.members, -1);
   plan->index_of.assign(call.members, -1);
-  std::vector<int> leaders;  // of each host in `hosts`: few, so a search beats a map
+  thread_local std::unordered_map<int, size_t> index;  // host leader -> its host's place in `hosts`
+  index.clear();
   for (int p = 0; p < call.members; ++p) {
     const int leader = hpshmem::HostLeader(call.GlobalRank(p));
     if (leader < 0) return false;
-    const size_t h = std::find(leaders.begin(), leaders.end(), leader) - leaders.begin();
-    if (h == leaders.size()) {
-      leaders.push_back(leader);
-      plan->hosts.emplace_back();
-    }
+    const auto [it, added] = index.emplace(leader, plan->hosts.size());
+    const size_t h = it->second;
+    if (added) plan->hosts.emplace_back();
     plan->host_of[p] = static_cast<int>(h);
     plan->index_of[p] = static_cast<int>(plan->hosts[h].size());
     plan->hosts[h].push_back(p);
