@@ -15,7 +15,7 @@ struct CollectiveCounters {
   int64_t epoch = 0;              // collective calls entered so far (counted alike on every member)
   int64_t expected_arrivals = 0;  // put-with-signal ADDs this rank has waited for, in total
   int64_t expected_consumed = 0;  // completed reads of this rank's buffers it has waited for
-  int64_t expected_relayed = 0;   // host-mates' copies into this rank's buffers it has waited for
+  int64_t expected_relayed = 0;   // relayed deliveries (CollectiveLayout::relayed) it has waited for
   int64_t mismatch_seen = 0;      // size-mismatch reports already raised
   // The last call after which members need not have seen every other member
   // enter it (a small broadcast): the next eager put into a member's slot
