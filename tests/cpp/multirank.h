@@ -51,6 +51,21 @@ std::string Layout();
 // The variables a rank gets under the layout (before JobOptions::env).
 std::vector<std::pair<std::string, std::string>> LayoutEnv(int rank, int nranks);
 
+// True in the AddressSanitizer and ThreadSanitizer builds. Their instrumented byte loops make the
+// largest data sweeps (tens of MiB per rank, in every layout) take minutes; those tests keep every
+// path and boundary there but take a smaller top size, which the plain build covers.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // body(rank, nranks) runs after Init. Use RCHECK inside it.
 JobResult RunJob(int nranks, const std::function<void(int, int)>& body, JobOptions opts = {});
 
