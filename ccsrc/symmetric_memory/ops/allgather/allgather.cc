@@ -44,6 +44,35 @@ Status SizeMismatch(const CollectiveCall& call, int p, int64_t theirs, size_t mi
       (theirs >= 0 ? std::to_string(theirs) : "more than " + std::to_string(call.eager_bytes)) + " bytes");
 }
 
+// The first step of AllgatherEager and AllgatherByHost: our header, with `n`
+// bytes of our piece (or none), into every peer's slot; then each peer's
+// header of this epoch, read. A peer whose size differs fails the call (*bad
+// keeps the first); where it will write nothing into our output
+// (`writes_nothing(its header)`), an arrival each way stands in for the data.
+// Returns once those arrivals are in.
+template <typename WritesNothing>
+Status ExchangeSizes(const CollectiveCall& call, int64_t epoch, size_t bytes, const char* piece, size_t n, Status* bad,
+                     WritesNothing writes_nothing) {
+  const int me = call.me, members = call.members;
+  const EagerHeader header{epoch, static_cast<int64_t>(bytes), 0, 0};
+  for (int k = 1; k < members; ++k) HPSHMEM_RETURN_IF_ERROR(PutSlot(call, (me + k) % members, header, piece, n));
+  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
+  int64_t traded = 0;
+  for (int k = 1; k < members; ++k) {
+    const int p = (me + k) % members;
+    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
+    const EagerHeader& got = SlotHeader(call, p, epoch);
+    if (got.epoch == epoch && got.count == static_cast<int64_t>(bytes)) continue;
+    if (bad->ok()) *bad = SizeMismatch(call, p, got.epoch == epoch ? got.count : -1, bytes);
+    if (writes_nothing(got)) {
+      HPSHMEM_RETURN_IF_ERROR(
+          Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
+      ++traded;
+    }
+  }
+  return traded ? WaitArrivals(call, traded) : Status::OK();
+}
+
 // Allgather through the eager slots: each rank puts its piece into every
 // peer's slot without waiting for anyone, then collects what the peers put
 // into its own slots; a piece larger than a slot goes a slot at a time, one
@@ -59,29 +88,13 @@ Status AllgatherEager(const CollectiveCall& call, char* output, const void* in, 
   for (size_t first = 0; first == 0 || first < bytes; first += call.eager_bytes) {
     const size_t n = std::min(call.eager_bytes, bytes - first);
     const int64_t epoch = ++call.counters->epoch;
-    EagerHeader header{epoch, static_cast<int64_t>(bytes), 0, 0};
-    for (int k = 1; k < members; ++k)
-      HPSHMEM_RETURN_IF_ERROR(PutSlot(call, (me + k) % members, header, src + first, n));
-    HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
     Status bad;
-    int64_t traded = 0;
-    for (int k = 1; k < members; ++k) {
-      int p = (me + k) % members;
-      HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-      const EagerHeader& got = SlotHeader(call, p, epoch);
-      if (got.epoch == epoch && got.count == static_cast<int64_t>(bytes)) continue;
-      if (bad.ok()) bad = SizeMismatch(call, p, got.epoch == epoch ? got.count : -1, bytes);
-      if (got.epoch != epoch || static_cast<size_t>(got.count) > call.eager_bytes || steps) {
-        // p's piece did not fit one slot, or ours did not (or p is in pull
-        // mode): p puts nothing into our output once it sees our size; an
-        // arrival each way stands in for the data. (Two ranks whose pieces
-        // both fit one slot see each other's and need nothing more.)
-        HPSHMEM_RETURN_IF_ERROR(
-            Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
-        ++traded;
-      }
-    }
-    if (traded) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, traded));
+    // p's piece did not fit one slot, or ours did not (or p is in pull mode):
+    // p puts nothing into our output once it sees our size. (Two ranks whose
+    // pieces both fit one slot see each other's and need nothing more.)
+    HPSHMEM_RETURN_IF_ERROR(ExchangeSizes(call, epoch, bytes, src + first, n, &bad, [&](const EagerHeader& got) {
+      return got.epoch != epoch || static_cast<size_t>(got.count) > call.eager_bytes || steps;
+    }));
     if (!bad.ok()) return bad;  // the output stays as it was (only the first step can disagree)
     if (first == 0 && src != mine) {
       // Our piece now, and later steps read it there: `in` may overlap
@@ -118,25 +131,10 @@ Status AllgatherByHost(const CollectiveCall& call, char* output, const char* in,
     std::memcpy(copy, in, bytes);
     in = copy;
   }
-  const int64_t epoch = ++call.counters->epoch;
-  const EagerHeader header{epoch, static_cast<int64_t>(bytes), 0, 0};
-  for (int k = 1; k < members; ++k) HPSHMEM_RETURN_IF_ERROR(PutSlot(call, (me + k) % members, header, nullptr, 0));
-  HPSHMEM_RETURN_IF_ERROR(Signal(call.layout.ready + me, kWord, epoch, SignalOp::kSet, call.GlobalRank(me)));
   Status bad;
-  int64_t traded = 0;
-  for (int k = 1; k < members; ++k) {
-    const int p = (me + k) % members;
-    HPSHMEM_RETURN_IF_ERROR(WaitReady(call, p, epoch));
-    const EagerHeader& got = SlotHeader(call, p, epoch);
-    if (got.epoch == epoch && got.count == static_cast<int64_t>(bytes)) continue;
-    // As AllgatherEager with a piece past a slot: p writes nothing into our
-    // output, an arrival each way stands in for the data.
-    if (bad.ok()) bad = SizeMismatch(call, p, got.epoch == epoch ? got.count : -1, bytes);
-    HPSHMEM_RETURN_IF_ERROR(
-        Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
-    ++traded;
-  }
-  if (traded) HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, traded));
+  // As AllgatherEager with a piece past a slot: a peer that disagrees writes nothing into our output.
+  HPSHMEM_RETURN_IF_ERROR(
+      ExchangeSizes(call, ++call.counters->epoch, bytes, nullptr, 0, &bad, [](const EagerHeader&) { return true; }));
   if (!bad.ok()) return bad;
 
   const int mine = plan.host_of[me], index = plan.index_of[me];

@@ -84,13 +84,8 @@ Status AllreduceByHost(const CollectiveCall& call, char* data, const char* in, s
   const size_t chunk = std::clamp<size_t>(bytes / 8, size_t{256} << 10, size_t{2} << 20) / item * item;
   if (me != leader) {
     if (in != data && bytes) std::memmove(data, in, bytes);
-    HPSHMEM_RETURN_IF_ERROR(Consumed(call, leader));  // our values are in `data`
-    for (size_t off = 0; off < bytes; off += chunk) {
-      HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
-      HPSHMEM_RETURN_IF_ERROR(
-          hpshmem::GetMem(data + off, data + off, std::min(chunk, bytes - off), call.GlobalRank(leader)));
-    }
-    return Consumed(call, leader);
+    HPSHMEM_RETURN_IF_ERROR(Consumed(call, leader));                  // our values are in `data`
+    return CopyChunksAsTheyArrive(call, data, bytes, chunk, leader);  // the result, chunk by chunk
   }
   HPSHMEM_RETURN_IF_ERROR(WaitConsumed(call, mates));  // every host-mate's values are in its `data`
   t_blocks.resize(mates + 2);

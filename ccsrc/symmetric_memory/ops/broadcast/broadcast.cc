@@ -149,21 +149,17 @@ Status BroadcastByHost(const CollectiveCall& call, char* data, const char* src, 
     }
     return WaitArrivals(call, static_cast<int64_t>((bytes + chunk - 1) / chunk));  // the root's copy of each chunk
   }
+  if (source != me) return CopyChunksAsTheyArrive(call, data, bytes, chunk, source);
   for (size_t off = 0; off < bytes; off += chunk) {
-    const size_t n = std::min(chunk, bytes - off);
     HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
-    if (source == me) {
-      for (int k = 1; k < members; ++k) {
-        const int p = (me + k) % members;
-        if (from[p] == me)
-          HPSHMEM_RETURN_IF_ERROR(
-              Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
-      }
-    } else {
-      HPSHMEM_RETURN_IF_ERROR(hpshmem::GetMem(data + off, data + off, n, call.GlobalRank(source)));
+    for (int k = 1; k < members; ++k) {
+      const int p = (me + k) % members;
+      if (from[p] == me)
+        HPSHMEM_RETURN_IF_ERROR(
+            Signal(call.AtMember(p, call.layout.arrivals), kWord, 1, SignalOp::kAdd, call.GlobalRank(p)));
     }
   }
-  return source == me ? WaitConsumed(call, readers) : Consumed(call, source);
+  return WaitConsumed(call, readers);
 }
 
 // BroadcastByHost for at most an eager slot: the root's data goes, with its

@@ -3,6 +3,7 @@
 // (CollectiveBegin ... CollectiveConsumed, ops.h).
 #include "ops/collective/call.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -170,6 +171,15 @@ Status Relayed(const CollectiveCall& call, int peer) {
 
 Status Consumed(const CollectiveCall& call, int peer) {
   return Signal(call.AtMember(peer, call.layout.consumed), kWord, 1, SignalOp::kAdd, call.GlobalRank(peer));
+}
+
+Status CopyChunksAsTheyArrive(const CollectiveCall& call, char* data, size_t bytes, size_t chunk, int source) {
+  for (size_t off = 0; off < bytes; off += chunk) {
+    HPSHMEM_RETURN_IF_ERROR(WaitArrivals(call, 1));
+    HPSHMEM_RETURN_IF_ERROR(
+        hpshmem::GetMem(data + off, data + off, std::min(chunk, bytes - off), call.GlobalRank(source)));
+  }
+  return Consumed(call, source);
 }
 
 Status AllConsumed(const CollectiveCall& call) {

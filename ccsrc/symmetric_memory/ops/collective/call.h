@@ -97,6 +97,11 @@ Status WaitRelayed(const CollectiveCall& call, int64_t n);
 Status Relayed(const CollectiveCall& call, int peer);
 // Tells member `peer` that this rank has finished reading its buffers.
 Status Consumed(const CollectiveCall& call, int peer);
+// A host-mate's side of a relay through member `source` (BroadcastByHost,
+// AllreduceByHost): for each `chunk` bytes of `bytes` in turn, waits for the
+// arrival that says `source` holds it, then copies it from `source`'s `data`
+// (a symmetric address) into this rank's; then tells `source` it is done.
+Status CopyChunksAsTheyArrive(const CollectiveCall& call, char* data, size_t bytes, size_t chunk, int source);
 // Tells every peer this rank is done reading its buffers, then waits until
 // every peer is done reading this rank's: after it, no rank of the call is
 // still reading, so nobody's buffers or words are in use any more.
