@@ -106,6 +106,7 @@ bench: build-cpp install
 	mkdir -p bench-results
 	$(CPP_BUILD)/bench_primitives --out bench-results/primitives.json
 	$(PY) benchmarks/bench_python.py --out bench-results/python_primitives.json
+	$(PY) benchmarks/bench_python.py --hosts --out bench-results/python_hosts.json
 	$(PY) benchmarks/bench_collectives.py --ranks 2 --out bench-results/collectives.json
 	$(PY) benchmarks/bench_collectives.py --ranks 4 --repeat 1 --out bench-results/collectives_4ranks.json
 	$(PY) benchmarks/bench_oversubscribed.py --ranks 2,4,8 --out bench-results/oversubscribed.json

@@ -1,9 +1,12 @@
 """Python call overhead of the primitives and small collectives, beside torch.distributed gloo and
 Open MPI through mpi4py (Python too), in one run.
 
-    python benchmarks/bench_python.py [--out bench-results/python_primitives.json] [--quick]
+    python benchmarks/bench_python.py [--out bench-results/python_primitives.json] [--quick] [--hosts]
 
-Two ranks (real processes) on this host. Measures, per call or one-way:
+Two ranks (real processes) on this host; with --hosts on two simulated hosts (UCX over TCP on
+loopback, Open MPI's TCP transport, and ucx_perftest's ucp_am_lat on the same wire: the floor of one
+message, so that the Python and runtime shares of a call across hosts read off the table beside
+bench_hosts.py's C++ figures). Measures, per call or one-way:
   * 8-byte shmem_put, shmem_get, shmem_signal_op
   * 8-byte shmem_put_with_signal one-way latency (ping-pong / 2)
   * 8-byte shmem_allgather and shmem_alltoall (8 bytes per rank), back to back
@@ -42,7 +45,13 @@ def _timed(fn, budget, inner=200):
     return statistics.median(samples)
 
 
-def _worker(rank, world, port, out, quick):
+# Two simulated hosts: a host id per rank and UCX over TCP on loopback only.
+UCX_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
+
+
+def _worker(rank, world, port, out, quick, hosts=False):
+    if hosts:
+        os.environ.update(UCX_ENV, HYPER_PARALLEL_SHMEM_HOST_ID=f"host{rank}")
     import torch
     import torch.distributed as dist
 
@@ -233,7 +242,31 @@ def _mpi_worker(out, quick):
             json.dump(rows, f)
 
 
-def _mpi_rows(quick):
+def _am_lat_us():
+    """ucx_perftest ucp_am_lat, 8 bytes one way, over TCP on loopback (µs), or None."""
+    if not shutil.which("ucx_perftest"):
+        print("ucx_perftest not found: its row skipped (apt-get install ucx-utils)")
+        return None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = dict(os.environ, **UCX_ENV)
+    args = ["ucx_perftest", "-p", port, "-t", "ucp_am_lat", "-s", "8", "-n", "20000"]
+    server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):  # the server needs a moment to listen
+            time.sleep(0.1)
+            r = subprocess.run([*args, "127.0.0.1"], env=env, capture_output=True, text=True, timeout=120)
+            final = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("Final:")]
+            if r.returncode == 0 and final:
+                return float(final[0].split()[2])  # "Final: iterations median average ...": the median, µs
+        return None
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _mpi_rows(quick, hosts=False):
     """mpi4py's rows, or [] (with the reason printed) when Open MPI or mpi4py is missing."""
     if not shutil.which("mpirun"):
         print("mpirun not found: Open MPI rows skipped (apt-get install openmpi-bin)")
@@ -248,6 +281,7 @@ def _mpi_rows(quick):
             "2",
             "--bind-to",
             "none",
+            *(["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"] if hosts else []),
             sys.executable,
             os.path.abspath(__file__),
             "--mpi-worker",
@@ -267,6 +301,7 @@ def main():
     ap.add_argument("--out", default="bench-results/python_primitives.json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hosts", action="store_true", help="two simulated hosts (UCX and Open MPI over TCP)")
     ap.add_argument("--mpi-worker", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mpi_worker:
@@ -281,14 +316,17 @@ def main():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        mp.spawn(_worker, args=(2, port, args.out, args.quick), nprocs=2, join=True)
+        mp.spawn(_worker, args=(2, port, args.out, args.quick, args.hosts), nprocs=2, join=True)
         with open(args.out) as f:
             result = json.load(f)
         for r in result["records"]:
             key = (r["op"], r["impl"])
             best[key] = min(best.get(key, r), r, key=lambda x: x["median_us"])
-        for op, impl, sec in _mpi_rows(args.quick):
+        for op, impl, sec in _mpi_rows(args.quick, args.hosts):
             mpi_best[(op, impl)] = min(mpi_best.get((op, impl), sec), sec)
+        if args.hosts and (us := _am_lat_us()) is not None:
+            key = ("ucp_am_lat one-way (8 B)", "ucx_perftest")
+            mpi_best[key] = min(mpi_best.get(key, us / 1e6), us / 1e6)
     result["records"] = list(best.values())
     result["repeat"] = args.repeat
     mpi = [(op, impl, sec) for (op, impl), sec in mpi_best.items()]
