@@ -146,7 +146,7 @@ def _zygote(framework: str):
         return z[1]
     name = f"hp-test-zygote/{os.getpid()}/{framework}"
     # What the framework reads once, at load: the same values every job gives its ranks.
-    zenv = dict(os.environ, OMP_NUM_THREADS="1", GLOG_v="3", HP_TEST_FRAMEWORK=framework)
+    zenv = dict(os.environ, OMP_NUM_THREADS="1", GLOG_v="3")
     proc = subprocess.Popen(
         [sys.executable, ZYGOTE, framework, name], env=zenv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
     )
